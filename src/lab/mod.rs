@@ -1,0 +1,23 @@
+//! The experiments that chapters and the command line run.
+//!
+//! An [`Experiment`] is the unit `cargo run --release` knows about: it runs the experiment,
+//! checks every durable claim, and records its results through [`crate::snap`] exactly as the
+//! chapter does. The chapter and the command line call the same function, so the page and the
+//! run can never disagree about what was measured.
+
+/// One experiment a chapter shows.
+#[derive(Clone, Copy)]
+pub struct Experiment {
+    /// A short stable name, used on the command line (`cargo run --release -- run NAME`).
+    pub name: &'static str,
+    /// The chapter file that shows its results.
+    pub chapter: &'static str,
+    /// Runs the experiment, checks its claims and records its snapshots.
+    /// Panics (like a failing test) when a claim or a band does not hold.
+    pub run: fn(),
+}
+
+/// Every experiment the book uses, in chapter order.
+pub fn experiments() -> Vec<Experiment> {
+    vec![]
+}

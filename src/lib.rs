@@ -1,0 +1,29 @@
+//! # controlloop
+//!
+//! How Kubernetes controllers really work, as faithful Rust ports of the controller
+//! machinery in client-go and controller-runtime, and an executable book that runs every claim
+//! it makes.
+//!
+//! The port pins its upstream: client-go v0.36 (Kubernetes 1.36) and controller-runtime v0.22.
+//! Behaviour at other versions is modelled through feature gates and named where it differs.
+//!
+//! The book's support modules:
+//! - [`snap`]: named insta snapshots in the top-level `snapshots/` folder.
+//! - [`band`]: tolerance bands for run-specific numbers.
+//! - [`site`]: the website, built with mdBook as a library.
+//! - [`lab`]: the experiments that chapters and the command line run.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod band;
+pub mod lab;
+pub mod site;
+pub mod snap;
+
+/// The book. Each chapter in `chapters/` is an empty module whose documentation is the
+/// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it. `build.rs`
+/// discovers the chapters; nothing here needs editing when one is added.
+#[cfg(doctest)]
+pub mod book {
+    include!(concat!(env!("OUT_DIR"), "/chapters.rs"));
+}
