@@ -12,10 +12,14 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//!
+//! The ports:
+//! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod band;
+pub mod controller;
 pub mod lab;
 pub mod site;
 pub mod snap;

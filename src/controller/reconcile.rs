@@ -1,0 +1,163 @@
+//! What a reconciler is given and what it returns. Follows controller-runtime's
+//! `pkg/reconcile/reconcile.go` (v0.22).
+//!
+//! The one rule this module exists to state: a [`Request`] names an object and says nothing
+//! else. It carries no event (created? updated? deleted?) and no object contents. A reconciler
+//! that wants the object reads it from the informer's cache, where it finds the state as it is
+//! *now*, however many changes led to it. That is what makes merging requests safe, and it is
+//! the whole difference between a level-triggered and an edge-triggered controller.
+//!
+//! # Differences from upstream
+//! - `Result.Priority` is not modelled: it only matters for controller-runtime's priority
+//!   queue (the default from v0.23), and this port pins v0.22's rate-limiting queue.
+//! - `Requeue` is kept although upstream has deprecated it, because its backoff behaviour is one
+//!   of the things the book measures.
+
+use std::{fmt, time::Duration};
+
+/// The unit of work: the namespace and name of one object, and nothing more.
+///
+/// Upstream embeds `types.NamespacedName`, and its documentation says the request deliberately
+/// holds neither the event nor the object's contents. There is no field here to put them in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Request {
+    /// The object's namespace; empty for a cluster-scoped object.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+}
+
+impl Request {
+    /// A request for `namespace/name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Request {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The cache key of the object this request names: `namespace/name`, or `name` for a
+    /// cluster-scoped object (client-go's `MetaNamespaceKeyFunc`).
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// What a successful reconcile asks of the controller.
+///
+/// | result | what the controller does (v0.22) |
+/// |---|---|
+/// | `Result::done()` | `forget` the request's failures |
+/// | `requeue_after > 0` | `forget`, then `add_after(d)`; wins over `requeue` |
+/// | `requeue` | `add_rate_limited`, **without** `forget`, so repeated requeues back off |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Result {
+    /// Ask for a rate-limited requeue. Deprecated upstream; see the table above.
+    pub requeue: bool,
+    /// Requeue after this delay, not rate-limited. Zero means no delayed requeue.
+    pub requeue_after: Duration,
+}
+
+impl Result {
+    /// Nothing more to do for this object until it changes.
+    pub fn done() -> Self {
+        Result::default()
+    }
+
+    /// Look at this object again after `d`, whether or not it changes.
+    pub fn requeue_after(d: Duration) -> Self {
+        Result {
+            requeue: false,
+            requeue_after: d,
+        }
+    }
+
+    /// Requeue through the rate limiter (exponential backoff).
+    pub fn requeue() -> Self {
+        Result {
+            requeue: true,
+            requeue_after: Duration::ZERO,
+        }
+    }
+
+    /// True when the result asks for nothing (upstream's `IsZero`).
+    pub fn is_zero(&self) -> bool {
+        *self == Result::default()
+    }
+}
+
+/// A failed reconcile.
+///
+/// An ordinary error is retried through the rate limiter. A terminal error is never retried,
+/// and (as upstream) does not reset the backoff either: only a later success does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Retried with exponential backoff.
+    #[error("{0}")]
+    Retry(String),
+    /// Not retried: the reconciler says retrying cannot help.
+    #[error("terminal error: {0}")]
+    Terminal(String),
+    /// The reconciler panicked; recovered and treated as an ordinary error.
+    #[error("panic: {0} [recovered]")]
+    Panic(String),
+}
+
+impl Error {
+    /// An error to be retried with backoff.
+    pub fn retry(msg: impl fmt::Display) -> Self {
+        Error::Retry(msg.to_string())
+    }
+
+    /// An error that must not be retried.
+    pub fn terminal(msg: impl fmt::Display) -> Self {
+        Error::Terminal(msg.to_string())
+    }
+
+    /// Whether the controller must leave this request alone (upstream's
+    /// `errors.Is(err, TerminalError(nil))`).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Error::Terminal(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_key_is_namespace_slash_name_or_just_name() {
+        assert_eq!(Request::new("default", "a").key(), "default/a");
+        assert_eq!(Request::new("", "node-1").key(), "node-1");
+    }
+
+    #[test]
+    fn only_the_empty_result_is_zero() {
+        assert!(Result::done().is_zero());
+        assert!(!Result::requeue().is_zero());
+        assert!(!Result::requeue_after(Duration::from_millis(1)).is_zero());
+    }
+
+    #[test]
+    fn errors_print_as_upstream_does() {
+        assert_eq!(
+            Error::terminal("bad spec").to_string(),
+            "terminal error: bad spec"
+        );
+        assert_eq!(
+            Error::Panic("boom".into()).to_string(),
+            "panic: boom [recovered]"
+        );
+        assert!(Error::terminal("x").is_terminal() && !Error::retry("x").is_terminal());
+    }
+}
