@@ -12,10 +12,16 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//!
+//! The machinery:
+//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs.
+//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod band;
+pub mod cache;
+pub mod features;
 pub mod lab;
 pub mod site;
 pub mod snap;
