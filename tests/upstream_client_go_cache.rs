@@ -27,6 +27,17 @@ use kube::api::ObjectMeta;
 use DeltaType::*;
 
 type Obj = Arc<ConfigMap>;
+/// Expected Pops or batches, each a list of deltas.
+type Batches = Vec<Vec<Delta<ConfigMap>>>;
+
+/// A HasSynced case: name, replaces, add first?, then for each FIFO the pops and the result.
+struct SyncCase {
+    name: &'static str,
+    replaces: Vec<Vec<Obj>>,
+    add: bool,
+    delta: (usize, bool),
+    real: (usize, bool),
+}
 
 fn obj(name: &str, val: i64) -> Obj {
     Arc::new(ConfigMap {
@@ -248,7 +259,7 @@ fn foo_bar_baz() -> Vec<Obj> {
     vec![obj("foo", 5), obj("bar", 6), obj("baz", 7)]
 }
 
-fn assert_pops(f: &impl Queue<ConfigMap>, expected: Vec<Vec<Delta<ConfigMap>>>) {
+fn assert_pops(f: &impl Queue<ConfigMap>, expected: Batches) {
     for (i, e) in expected.into_iter().enumerate() {
         assert_eq!(pop(f), e, "pop #{}", i + 1);
     }
@@ -393,59 +404,70 @@ fn delta_fifo_resync_queues_the_known_objects_own_arc() {
 /// `TestDeltaFIFO_HasSynced` and `TestRealFIFO_HasSynced`: the sync rules.
 #[test]
 fn has_synced_follows_the_initial_list_in_both_fifos() {
-    // (actions, synced for DeltaFIFO, synced for RealFIFO)
     let two = || vec![obj("a", 1), obj("b", 2)];
     let dup = || vec![obj("a", 1), obj("a", 2)];
-    let cases: Vec<(&str, Vec<Vec<Obj>>, bool, usize, bool, usize, bool)> = vec![
-        // name, replaces, add?, pops for DeltaFIFO, expected, pops for RealFIFO, expected
-        ("nothing", vec![], false, 0, false, 0, false),
-        ("an add", vec![], true, 0, true, 0, true),
-        ("an empty replace", vec![vec![]], false, 0, true, 0, true),
-        ("a replace of two", vec![two()], false, 0, false, 0, false),
-        (
+    let case = |name, replaces, add, delta, real| SyncCase {
+        name,
+        replaces,
+        add,
+        delta,
+        real,
+    };
+    let cases = vec![
+        case("nothing", vec![], false, (0, false), (0, false)),
+        case("an add", vec![], true, (0, true), (0, true)),
+        case(
+            "an empty replace",
+            vec![vec![]],
+            false,
+            (0, true),
+            (0, true),
+        ),
+        case(
+            "a replace of two",
+            vec![two()],
+            false,
+            (0, false),
+            (0, false),
+        ),
+        case(
             "a replace of two, one pop",
             vec![two()],
             false,
-            1,
-            false,
-            1,
-            false,
+            (1, false),
+            (1, false),
         ),
-        (
+        case(
             "a replace of two, two pops",
             vec![two()],
             false,
-            2,
-            true,
-            2,
-            true,
+            (2, true),
+            (2, true),
         ),
         // Duplicate keys: DeltaFIFO counts the key once; RealFIFO queued both deltas.
-        (
+        case(
             "a replace with a duplicate key",
             vec![dup()],
             false,
-            1,
-            true,
-            2,
-            true,
+            (1, true),
+            (2, true),
         ),
     ];
-    for (name, replaces, add, df_pops, df_synced, rf_pops, rf_synced) in cases {
+    for c in cases {
         let df = delta_fifo(None);
         let rf = real_fifo(&[]);
-        for r in &replaces {
+        for r in &c.replaces {
             df.replace(r.clone(), "0").unwrap();
             rf.replace(r.clone(), "0").unwrap();
         }
-        if add {
+        if c.add {
             df.add(obj("a", 1)).unwrap();
             rf.add(obj("a", 1)).unwrap();
         }
-        (0..df_pops).for_each(|_| drop(pop(&df)));
-        (0..rf_pops).for_each(|_| drop(pop(&rf)));
-        assert_eq!(df.has_synced(), df_synced, "DeltaFIFO: {name}");
-        assert_eq!(rf.has_synced(), rf_synced, "RealFIFO: {name}");
+        (0..c.delta.0).for_each(|_| drop(pop(&df)));
+        (0..c.real.0).for_each(|_| drop(pop(&rf)));
+        assert_eq!(df.has_synced(), c.delta.1, "DeltaFIFO: {}", c.name);
+        assert_eq!(rf.has_synced(), c.real.1, "RealFIFO: {}", c.name);
     }
     // The duplicate-key case really is one pop short of synced for RealFIFO.
     let rf = real_fifo(&[]);
@@ -596,7 +618,9 @@ fn real_fifo_batches_split_at_the_initial_list_a_repeated_key_and_the_batch_size
     let [o1, o2, o3, o4] = ["foo1", "foo2", "foo3", "foo4"].map(|n| obj(n, 5));
     let r = |o: &Obj| d(Replaced, o);
     let u = |o: &Obj| d(Updated, o);
-    let cases: Vec<(&str, Vec<Obj>, Vec<Obj>, usize, Vec<Vec<Delta<ConfigMap>>>)> = vec![
+    // (name, initial list, updates after it, batch size, expected batches)
+    type BatchCase = (&'static str, Vec<Obj>, Vec<Obj>, usize, Batches);
+    let cases: Vec<BatchCase> = vec![
         (
             "non-split: pop unique items should work",
             vec![o1.clone(), o2.clone(), o3.clone()],
@@ -679,7 +703,7 @@ fn real_fifo_batches_split_at_the_initial_list_a_repeated_key_and_the_batch_size
 fn real_fifo_a_key_error_closes_the_batch_after_the_broken_delta() {
     let [ok1, ok2, bad3, bad4] = ["foo1", "foo2", "foo3", "foo4"].map(|n| obj(n, 5));
     let a = |o: &Obj| d(Added, o);
-    let cases: Vec<(&str, Vec<Obj>, Vec<Vec<Delta<ConfigMap>>>)> = vec![
+    let cases: Vec<(&str, Vec<Obj>, Batches)> = vec![
         (
             "1st item is broken",
             vec![bad3.clone()],
