@@ -390,11 +390,18 @@ fn resync_skips_keys_that_already_have_queued_events_in_both_fifos() {
 /// `TestDeltaFIFO_Resync`, with the property the resync chapter needs: the Sync delta carries
 /// the very `Arc` the known-objects store holds.
 #[test]
-fn delta_fifo_resync_queues_the_known_objects_own_arc() {
+fn resync_queues_the_known_objects_own_arc_in_both_fifos() {
     let held = obj("foo", 5);
     let f = delta_fifo(known(std::slice::from_ref(&held)));
     f.resync().unwrap();
     let deltas = pop(&f);
+    assert_eq!(deltas, [d(Sync, &held)]);
+    assert!(Arc::ptr_eq(deltas[0].object.object().unwrap(), &held));
+
+    // `TestRealFIFO_Resync`: the same for RealFIFO in its non-atomic mode.
+    let r = real_fifo(std::slice::from_ref(&held));
+    r.resync().unwrap();
+    let deltas = pop(&r);
     assert_eq!(deltas, [d(Sync, &held)]);
     assert!(Arc::ptr_eq(deltas[0].object.object().unwrap(), &held));
 }
