@@ -14,12 +14,16 @@
 //! - [`lab`]: the experiments that chapters and the command line run.
 //!
 //! The ports:
+//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs.
+//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod band;
+pub mod cache;
 pub mod controller;
+pub mod features;
 pub mod lab;
 pub mod site;
 pub mod snap;
