@@ -29,9 +29,15 @@ pub mod site;
 pub mod snap;
 
 /// The book. Each chapter in `chapters/` is an empty module whose documentation is the
-/// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it. `build.rs`
-/// discovers the chapters; nothing here needs editing when one is added.
+/// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it, and names each
+/// test after the chapter file and line. `tests/book_layout.rs` fails if a chapter file is
+/// missing here or from SUMMARY.md.
 #[cfg(doctest)]
 pub mod book {
-    include!(concat!(env!("OUT_DIR"), "/chapters.rs"));
+    #[doc = include_str!("../chapters/00-introduction.md")]
+    pub mod ch00_introduction {}
+    #[doc = include_str!("../chapters/03-realfifo.md")]
+    pub mod ch03_realfifo {}
+    #[doc = include_str!("../chapters/99-what-it-costs.md")]
+    pub mod ch99_what_it_costs {}
 }

@@ -1,10 +1,11 @@
 //! Guards for the book's wiring: what `cargo test` runs, what mdBook shows, and what the
 //! snapshots folder holds must be the same set of things.
 //!
-//! `build.rs` makes every `chapters/*.md` a doctest module. These tests check the rest: that
-//! each chapter is in SUMMARY.md (and each SUMMARY entry exists), that every snapshot include
-//! resolves, that every snapshot is shown by some chapter, and that no chapter contains a code
-//! fence rustdoc would silently compile as Rust.
+//! `src/lib.rs` makes each chapter a doctest module with `include_str!`. These tests check that
+//! every `chapters/*.md` is wired in there (a chapter nobody lists is never tested) and listed in
+//! SUMMARY.md (and each SUMMARY entry exists), that every snapshot include resolves, that every
+//! snapshot is shown by some chapter, and that no chapter contains a code fence rustdoc would
+//! silently compile as Rust.
 
 use std::{
     collections::BTreeSet,
@@ -63,6 +64,27 @@ fn every_chapter_is_named_nn_name_md() {
             "chapter file {n} is not named NN-name.md"
         );
     }
+}
+
+#[test]
+fn lib_rs_runs_exactly_the_chapter_files_as_doctests() {
+    let lib = fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
+    let wired: BTreeSet<String> = lib
+        .split("include_str!(\"../chapters/")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .collect();
+    let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
+    let unwired: Vec<_> = files.difference(&wired).collect();
+    let missing: Vec<_> = wired.difference(&files).collect();
+    assert!(
+        unwired.is_empty(),
+        "chapters never run by `cargo test` (add them to `mod book` in src/lib.rs): {unwired:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "src/lib.rs includes chapters that do not exist: {missing:?}"
+    );
 }
 
 #[test]
