@@ -12,11 +12,15 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
+//! - [`resources`]: the book's custom resource, `Widget`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apiserver;
 pub mod band;
 pub mod lab;
+pub mod resources;
 pub mod site;
 pub mod snap;
 
