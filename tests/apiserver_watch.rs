@@ -26,11 +26,7 @@ async fn a_watch_resumes_after_its_resource_version_and_replays_nothing_older() 
     api.replace("a", &Default::default(), &changed)
         .await
         .unwrap(); // rv 4
-    let mut w = api
-        .watch(&WatchParams::default(), "3")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default(), "3").await;
     assert_eq!(
         next_event(&mut w, "history after rv 3 not replayed").await,
         ev("MODIFIED", "a", 4)
@@ -53,11 +49,7 @@ async fn a_watch_from_zero_sends_the_current_state_first() {
     let api = cms(&server, "default");
     create(&api, &cm("a", &[], "1")).await;
     create(&api, &cm("b", &[], "1")).await;
-    let mut w = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default(), "0").await;
     assert_eq!(next_event(&mut w, "initial a").await, ev("ADDED", "a", 2));
     assert_eq!(next_event(&mut w, "initial b").await, ev("ADDED", "b", 3));
     create(&api, &cm("c", &[], "1")).await;
@@ -71,7 +63,7 @@ async fn the_streaming_list_ends_its_initial_events_with_an_annotated_bookmark()
     create(&api, &cm("a", &[], "1")).await;
     create(&api, &cm("b", &[], "1")).await;
     let wp = WatchParams::default().initial_events();
-    let mut w = api.watch(&wp, "").await.unwrap().boxed();
+    let mut w = open_watch(&api, &wp, "").await;
     assert_eq!(next_event(&mut w, "initial a").await, ev("ADDED", "a", 2));
     assert_eq!(next_event(&mut w, "initial b").await, ev("ADDED", "b", 3));
     assert_eq!(
@@ -96,7 +88,7 @@ async fn bookmarks_carry_kind_api_version_and_the_watchers_position() {
     let server = server().await;
     let api = cms(&server, "default");
     let wp = WatchParams::default().labels("app=web");
-    let mut w = api.watch(&wp, "1").await.unwrap().boxed();
+    let mut w = open_watch(&api, &wp, "1").await;
     create(&api, &cm("not-web", &[("app", "db")], "1")).await; // rv 2: filtered out
     // The write has committed, so the watcher considers rv 2 before it answers the request.
     server.send_bookmarks();
@@ -116,11 +108,7 @@ async fn bookmarks_carry_kind_api_version_and_the_watchers_position() {
         "a bookmark carries events filtered out"
     );
 
-    let mut plain = api
-        .watch(&WatchParams::default().disable_bookmarks(), "2")
-        .await
-        .unwrap()
-        .boxed();
+    let mut plain = open_watch(&api, &WatchParams::default().disable_bookmarks(), "2").await;
     server.send_bookmarks();
     create(&api, &cm("x", &[], "1")).await;
     assert_eq!(
@@ -133,11 +121,7 @@ async fn bookmarks_carry_kind_api_version_and_the_watchers_position() {
 async fn an_object_leaving_the_selector_is_deleted_for_the_watcher() {
     let server = server().await;
     let api = cms(&server, "default");
-    let mut w = api
-        .watch(&WatchParams::default().labels("app=web"), "1")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default().labels("app=web"), "1").await;
     create(&api, &cm("a", &[("app", "web")], "1")).await;
     let set = |v: &str| Patch::Merge(json!({"metadata": {"labels": {"app": v}}}));
     api.patch("a", &PatchParams::default(), &set("db"))
@@ -165,11 +149,7 @@ async fn a_watch_from_a_compacted_version_gets_200_and_an_error_event_410() {
         create(&api, &cm(&format!("c{i}"), &[], "1")).await;
     }
     assert_eq!(server.compact(), 4);
-    let mut w = api
-        .watch(&WatchParams::default(), "2")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default(), "2").await;
     assert_eq!(
         next_event(&mut w, "no ERROR event").await,
         ev("ERROR", "Expired", 410)
@@ -186,11 +166,7 @@ async fn a_watch_from_a_compacted_version_gets_200_and_an_error_event_410() {
         "the expiry travels in the stream, not the status line"
     );
     // At or after the compacted revision, watching works.
-    let mut ok = api
-        .watch(&WatchParams::default(), "4")
-        .await
-        .unwrap()
-        .boxed();
+    let mut ok = open_watch(&api, &WatchParams::default(), "4").await;
     create(&api, &cm("d", &[], "1")).await;
     assert_eq!(
         next_event(&mut ok, "watch at compacted rv").await,
@@ -202,11 +178,7 @@ async fn a_watch_from_a_compacted_version_gets_200_and_an_error_event_410() {
 async fn close_watches_ends_open_streams_cleanly() {
     let server = server().await;
     let api = cms(&server, "default");
-    let mut w = api
-        .watch(&WatchParams::default(), "1")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default(), "1").await;
     server.close_watches();
     assert!(
         within("close_watches did not end the stream", w.next())
@@ -219,11 +191,7 @@ async fn close_watches_ends_open_streams_cleanly() {
 async fn dropped_events_and_silent_writes_take_revisions_but_reach_no_watcher() {
     let server = server().await;
     let api = cms(&server, "default");
-    let mut w = api
-        .watch(&WatchParams::default(), "1")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = open_watch(&api, &WatchParams::default(), "1").await;
     server.drop_next_events(1);
     create(&api, &cm("dropped", &[], "1")).await; // rv 2, hidden
     let mut silent = cm("silent", &[], "1");
