@@ -43,7 +43,7 @@ pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Respo
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let discovery = discovery::document(&segments, "").is_some() || segments.is_empty();
+    let discovery = discovery::is_discovery_path(&segments);
     let shared = &cluster.shared;
     let decision = if discovery {
         Default::default()
