@@ -14,25 +14,29 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 /// What storage holds: the head revision and every object, as JSON.
-async fn fingerprint(server: &ApiServer) -> (u64, Value, Value) {
-    let cms: Api<ConfigMap> = Api::all(server.client());
-    let ws: Api<Widget> = Api::all(server.client());
+async fn fingerprint(server: &ApiServer, client: &kube::Client) -> (u64, Value, Value) {
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    let ws: Api<Widget> = Api::all(client.clone());
     let a = serde_json::to_value(cms.list(&ListParams::default()).await.unwrap().items).unwrap();
     let b = serde_json::to_value(ws.list(&ListParams::default()).await.unwrap().items).unwrap();
     (server.resource_version(), a, b)
 }
 
-/// Sends a raw request through a kube client without retries; returns code, Status, headers.
+/// A kube client for `server` that does not retry 429s, so the test sees them.
+fn no_retry(server: &ApiServer) -> kube::Client {
+    let mut cfg = server.config();
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Sends a raw request through a kube client; returns code, Status, headers.
 async fn send(
-    server: &ApiServer,
+    client: &kube::Client,
     method: &str,
     path: &str,
     ct: &str,
     body: Vec<u8>,
 ) -> (u16, Value, http::HeaderMap) {
-    let mut cfg = server.config();
-    cfg.default_retry = false;
-    let client = kube::Client::try_from(cfg).unwrap();
     let req = Request::builder()
         .method(method)
         .uri(path)
@@ -76,6 +80,7 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
     .await
     .unwrap();
     let api = cms(&server, "default");
+    let client = no_retry(&server);
     create(&api, &cm("a", &[], "1")).await;
     let ws: Api<Widget> = Api::namespaced(server.client(), "default");
     ws.create(&PostParams::default(), &widget("w", 1))
@@ -357,8 +362,8 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
         ),
     ];
     for (what, method, path, ct, b, code, reason) in cases {
-        let before = fingerprint(&server).await;
-        let (got, status, _) = send(&server, method, &path, ct, b).await;
+        let before = fingerprint(&server, &client).await;
+        let (got, status, _) = send(&client, method, &path, ct, b).await;
         assert_eq!(
             (got, status["reason"].as_str()),
             (code, Some(reason)),
@@ -366,7 +371,11 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
         );
         assert_eq!(status["kind"], "Status", "{what}");
         assert_eq!(status["code"], code, "{what}");
-        assert_eq!(fingerprint(&server).await, before, "{what} changed storage");
+        assert_eq!(
+            fingerprint(&server, &client).await,
+            before,
+            "{what} changed storage"
+        );
     }
 }
 
@@ -375,10 +384,11 @@ async fn the_fault_switch_answers_429_and_500_with_retry_after_and_changes_nothi
     let server = server().await;
     let api = cms(&server, "default");
     create(&api, &cm("a", &[], "1")).await;
-    let before = fingerprint(&server).await;
+    let client = no_retry(&server);
+    let before = fingerprint(&server, &client).await;
     server.fail_next_requests(1, Failure::TooManyRequests, 7);
     let (code, status, headers) = send(
-        &server,
+        &client,
         "POST",
         CMS,
         JSON,
@@ -392,27 +402,28 @@ async fn the_fault_switch_answers_429_and_500_with_retry_after_and_changes_nothi
     assert_eq!(headers["retry-after"], "7");
     assert_eq!(status["details"]["retryAfterSeconds"], 7);
     server.fail_next_requests(1, Failure::InternalError, 2);
-    let (code, status, headers) = send(&server, "DELETE", &format!("{CMS}/a"), JSON, vec![]).await;
+    let (code, status, headers) = send(&client, "DELETE", &format!("{CMS}/a"), JSON, vec![]).await;
     assert_eq!(
         (code, status["reason"].as_str()),
         (500, Some("InternalError"))
     );
     assert_eq!(headers["retry-after"], "2");
     assert_eq!(
-        fingerprint(&server).await,
+        fingerprint(&server, &client).await,
         before,
         "a failed request changed storage"
     );
-    let (code, _, _) = send(&server, "GET", &format!("{CMS}/a"), JSON, vec![]).await;
+    let (code, _, _) = send(&client, "GET", &format!("{CMS}/a"), JSON, vec![]).await;
     assert_eq!(code, 200, "the switch fails only the next n requests");
 }
 
 #[tokio::test]
 async fn kube_api_errors_carry_the_status_reason() {
     let server = server().await;
-    let api = cms(&server, "default");
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     create(&api, &cm("a", &[], "1")).await;
-    let before = fingerprint(&server).await;
+    let before = fingerprint(&server, &client).await;
     let err = api
         .create(&PostParams::default(), &cm("a", &[], "2"))
         .await
@@ -434,5 +445,5 @@ async fn kube_api_errors_carry_the_status_reason() {
         matches!(&err, kube::Error::Api(s) if s.code == 422 && s.reason == "Invalid"),
         "{err}"
     );
-    assert_eq!(fingerprint(&server).await, before);
+    assert_eq!(fingerprint(&server, &client).await, before);
 }

@@ -487,6 +487,7 @@ fn start_watch(
         (_, Some(r)) => Some(r),
     };
     let timeout = number(q, "timeoutSeconds")?
+        .filter(|s| *s > 0) // 0 means "not set", as upstream
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
     let req = WatchRequest {
