@@ -17,14 +17,18 @@
 //! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs.
 //! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
+//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
+//! - [`resources`]: the book's custom resource, `Widget`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apiserver;
 pub mod band;
 pub mod cache;
 pub mod controller;
 pub mod features;
 pub mod lab;
+pub mod resources;
 pub mod site;
 pub mod snap;
 
