@@ -14,11 +14,13 @@
 //! - [`lab`]: the experiments that chapters and the command line run.
 //!
 //! The ports:
+//! - [`cache`]: the reflector, the shared informer and their list-then-watch source (client-go).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod band;
+pub mod cache;
 pub mod controller;
 pub mod lab;
 pub mod site;
