@@ -340,7 +340,7 @@ where
         step
     }
 
-    fn to_relist(&mut self) -> State<K> {
+    fn relist_after_backoff(&mut self) -> State<K> {
         self.next_resync = None; // keeps I4: the timer belongs to the list that ended
         self.backoff_then(Then::List)
     }
@@ -400,7 +400,7 @@ where
                 State::OpenWatch,
             ),
             Err(e) => {
-                let next = self.to_relist();
+                let next = self.relist_after_backoff();
                 (Step::ListFailed(e), next)
             }
         }
@@ -588,7 +588,7 @@ where
                 (Step::WatchStartFailed(e), next)
             }
             Err(e) => {
-                let next = self.to_relist();
+                let next = self.relist_after_backoff();
                 (Step::WatchStartFailed(e), next)
             }
         }
@@ -617,7 +617,7 @@ where
         let Some(event) = event else {
             if w.events == 0 && w.opened_at.elapsed() < VERY_SHORT_WATCH {
                 let e = LwError::Other("very short watch: closed with no events".into());
-                let next = self.to_relist();
+                let next = self.relist_after_backoff();
                 return (Step::WatchEnded(e), next);
             }
             return (Step::WatchClosed, State::OpenWatch); // keeps I3
@@ -660,7 +660,7 @@ where
         let next = match &e {
             LwError::TooManyRequests(_) => self.backoff_then(Then::OpenWatch),
             LwError::Internal(_) if self.should_retry_internal_error() => State::OpenWatch,
-            _ => self.to_relist(),
+            _ => self.relist_after_backoff(),
         };
         (Step::WatchEnded(e), next)
     }
