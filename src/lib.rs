@@ -13,8 +13,10 @@
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
 //!
-//! The ports:
-//! - [`cache`]: the reflector, the shared informer and their list-then-watch source (client-go).
+//! The machinery:
+//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
+//!   reflector, the shared informer and their list-then-watch source (client-go).
+//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,6 +24,7 @@
 pub mod band;
 pub mod cache;
 pub mod controller;
+pub mod features;
 pub mod lab;
 pub mod site;
 pub mod snap;
