@@ -273,3 +273,15 @@ mod tests {
         assert!(!LwError::Internal(String::new()).is_expired_or_too_large());
     }
 }
+
+impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<L> {
+    fn list(&self, options: ListOptions) -> BoxFuture<'static, Result<ListPage<K>, LwError>> {
+        (**self).list(options)
+    }
+    fn watch(&self, options: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>, LwError>> {
+        (**self).watch(options)
+    }
+    fn is_watch_list_semantics_unsupported(&self) -> bool {
+        (**self).is_watch_list_semantics_unsupported()
+    }
+}

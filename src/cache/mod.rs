@@ -42,6 +42,7 @@ mod store;
 
 pub mod lister_watcher;
 pub mod reflector;
+pub mod shared_informer;
 
 pub use delta::{
     BookmarkInfo, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, ReplacedAllInfo,

@@ -55,6 +55,8 @@ mod tests;
 pub use backoff::{Backoff, BackoffConfig};
 pub use recording::{RecordingStore, StoreCall};
 
+use super::{DeltaFifo, FifoError, InformerFifo, Object, Queue, RealFifo};
+
 /// The store side of a reflector: what it calls for each list and watch event. client-go's
 /// `Store` interface as far as a reflector uses it, plus the optional `Bookmark`.
 pub trait ReflectorStore<K>: Send + Sync {
@@ -98,6 +100,9 @@ pub struct ReflectorOptions {
     pub backoff: BackoffConfig,
     /// Seed for the backoff jitter and the watch timeouts.
     pub seed: u64,
+    /// **A broken variant**, kept to show a detector firing: relist on every resync tick,
+    /// which is what people imagine a resync does. Upstream never does this.
+    pub relist_on_resync: bool,
 }
 
 impl Default for ReflectorOptions {
@@ -111,6 +116,7 @@ impl Default for ReflectorOptions {
             use_watch_list: false,
             backoff: BackoffConfig::default(),
             seed: 0,
+            relist_on_resync: false,
         }
     }
 }
@@ -612,6 +618,10 @@ where
             None => Some(w.stream.next().await),
         };
         let Some(event) = event else {
+            if self.options.relist_on_resync {
+                self.next_resync = None;
+                return (Step::ResyncTick { resynced: false }, State::List);
+            }
             return (self.resync_tick(), State::Watching(w));
         };
         let Some(event) = event else {
@@ -678,17 +688,45 @@ where
     }
 }
 
-/// `namespace/name`, or `name` for a cluster-scoped object (client-go's
-/// `MetaNamespaceKeyFunc`).
-fn object_key<K: kube::Resource>(obj: &K) -> String {
-    let meta = obj.meta();
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_owned(),
-    }
-}
+use super::meta_namespace_key as object_key;
 
 fn resource_version<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap_or_default()
 }
+
+impl From<FifoError> for StoreError {
+    fn from(e: FifoError) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+/// The FIFOs are reflector stores: each object is wrapped in the `Arc` the informer's cache
+/// will hold, so a later resync can hand back that very pointer.
+macro_rules! fifo_store {
+    ($($t:ident),*) => {$(
+        impl<K: Object> ReflectorStore<K> for $t<K> {
+            fn add(&self, obj: K) -> Result<(), StoreError> {
+                Ok(Queue::add(self, Arc::new(obj))?)
+            }
+            fn update(&self, obj: K) -> Result<(), StoreError> {
+                Ok(Queue::update(self, Arc::new(obj))?)
+            }
+            fn delete(&self, obj: K) -> Result<(), StoreError> {
+                Ok(Queue::delete(self, Arc::new(obj))?)
+            }
+            fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), StoreError> {
+                let list = list.into_iter().map(Arc::new).collect();
+                Ok(Queue::replace(self, list, &resource_version)?)
+            }
+            fn resync(&self) -> Result<(), StoreError> {
+                Ok(Queue::resync(self)?)
+            }
+            fn bookmark(&self, resource_version: &str) {
+                if let Err(e) = Queue::bookmark(self, resource_version) {
+                    tracing::warn!(error = %e, "bookmark not recorded");
+                }
+            }
+        }
+    )*};
+}
+fifo_store!(InformerFifo, DeltaFifo, RealFifo);
