@@ -240,6 +240,18 @@ where
     }
 }
 
+impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<L> {
+    fn list(&self, options: ListOptions) -> BoxFuture<'static, Result<ListPage<K>, LwError>> {
+        (**self).list(options)
+    }
+    fn watch(&self, options: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>, LwError>> {
+        (**self).watch(options)
+    }
+    fn is_watch_list_semantics_unsupported(&self) -> bool {
+        (**self).is_watch_list_semantics_unsupported()
+    }
+}
+
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
@@ -271,17 +283,5 @@ mod tests {
         ));
         assert!(LwError::Expired(String::new()).is_expired_or_too_large());
         assert!(!LwError::Internal(String::new()).is_expired_or_too_large());
-    }
-}
-
-impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<L> {
-    fn list(&self, options: ListOptions) -> BoxFuture<'static, Result<ListPage<K>, LwError>> {
-        (**self).list(options)
-    }
-    fn watch(&self, options: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>, LwError>> {
-        (**self).watch(options)
-    }
-    fn is_watch_list_semantics_unsupported(&self) -> bool {
-        (**self).is_watch_list_semantics_unsupported()
     }
 }
