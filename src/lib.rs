@@ -12,6 +12,8 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
+//! - [`resources`]: the book's custom resource, `Widget`.
 //!
 //! The machinery:
 //! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
@@ -21,11 +23,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apiserver;
 pub mod band;
 pub mod cache;
 pub mod controller;
 pub mod features;
 pub mod lab;
+pub mod resources;
 pub mod site;
 pub mod snap;
 
