@@ -12,6 +12,9 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//!
+//! The machinery:
+//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,6 +22,7 @@ pub mod band;
 pub mod lab;
 pub mod site;
 pub mod snap;
+pub mod workqueue;
 
 /// The book. Each chapter in `chapters/` is an empty module whose documentation is the
 /// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it. `build.rs`
