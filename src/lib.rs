@@ -20,6 +20,7 @@
 //!   reflector, the shared informer and their list-then-watch source (client-go).
 //! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
+//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ pub mod lab;
 pub mod resources;
 pub mod site;
 pub mod snap;
+pub mod workqueue;
 
 /// The book. Each chapter in `chapters/` is an empty module whose documentation is the
 /// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it. `build.rs`
