@@ -5,6 +5,7 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod method;
 pub mod resync;
 
 /// One experiment a chapter shows.
@@ -21,9 +22,16 @@ pub struct Experiment {
 
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
-    vec![Experiment {
-        name: "resync",
-        chapter: "04-resync.md",
-        run: resync::experiment,
-    }]
+    vec![
+        Experiment {
+            name: "resync",
+            chapter: "04-resync.md",
+            run: resync::experiment,
+        },
+        Experiment {
+            name: "method",
+            chapter: "05-method.md",
+            run: method::experiment,
+        },
+    ]
 }

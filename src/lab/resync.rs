@@ -206,8 +206,12 @@ async fn run_async(setup: Setup) -> Report {
 
     let reconciles = Arc::new(Mutex::new(Vec::new()));
     let worker = {
-        let (queue, informer, api, reconciles) =
-            (queue.clone(), informer.clone(), api.clone(), reconciles.clone());
+        let (queue, informer, api, reconciles) = (
+            queue.clone(),
+            informer.clone(),
+            api.clone(),
+            reconciles.clone(),
+        );
         async move {
             while let Some(claim) = queue.claim().await {
                 let req = claim.item().clone();
@@ -365,7 +369,11 @@ impl Report {
 /// `ch04_detectors` prints them. Panics if a broken variant passes or the faithful one fails.
 pub fn detectors() -> String {
     let mut out = String::new();
-    for variant in [Variant::Faithful, Variant::DeepCopyOnResync, Variant::RelistOnResync] {
+    for variant in [
+        Variant::Faithful,
+        Variant::DeepCopyOnResync,
+        Variant::RelistOnResync,
+    ] {
         let report = run(Setup {
             variant,
             ..Setup::faithful()
@@ -392,9 +400,16 @@ pub fn detectors() -> String {
 /// The `cargo run` entry: chapter 04's claims and snapshots.
 pub fn experiment() {
     let r = run(Setup::faithful());
-    assert!(r.resync_violations().is_empty(), "{:?}", r.resync_violations());
+    assert!(
+        r.resync_violations().is_empty(),
+        "{:?}",
+        r.resync_violations()
+    );
     assert_eq!(r.updates.generation_changed_passes, 1);
-    assert_eq!((r.server_color.as_str(), r.cached_color.as_str()), ("blue", "green"));
+    assert_eq!(
+        (r.server_color.as_str(), r.cached_color.as_str()),
+        ("blue", "green")
+    );
     crate::snap::yaml("ch04_resync_counts", &r.counts_view(), vec![]);
     crate::snap::yaml("ch04_drift", &r.drift_view(), vec![]);
     let remedy = run(Setup {
