@@ -5,6 +5,7 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod fifo;
 pub mod method;
 pub mod resync;
 
@@ -23,6 +24,11 @@ pub struct Experiment {
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
     vec![
+        Experiment {
+            name: "fifo",
+            chapter: "03-realfifo.md",
+            run: fifo::run,
+        },
         Experiment {
             name: "resync",
             chapter: "04-resync.md",
