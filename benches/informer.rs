@@ -79,7 +79,11 @@ impl Rig {
         for i in 0..OBJECTS {
             let patch = serde_json::json!({"data": {"round": self.round.to_string()}});
             self.api
-                .patch(&format!("c{i}"), &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &format!("c{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
                 .await
                 .unwrap();
         }
