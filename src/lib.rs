@@ -12,13 +12,15 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
-//!
-//! The ports:
-//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs.
-//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
-//! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 //! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
 //! - [`resources`]: the book's custom resource, `Widget`.
+//!
+//! The machinery:
+//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
+//!   reflector, the shared informer and their list-then-watch source (client-go).
+//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
+//! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
+//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -31,6 +33,7 @@ pub mod lab;
 pub mod resources;
 pub mod site;
 pub mod snap;
+pub mod workqueue;
 
 /// The book. Each chapter in `chapters/` is an empty module whose documentation is the
 /// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it, and names each
@@ -42,6 +45,10 @@ pub mod book {
     pub mod ch00_introduction {}
     #[doc = include_str!("../chapters/03-realfifo.md")]
     pub mod ch03_realfifo {}
+    #[doc = include_str!("../chapters/04-resync.md")]
+    pub mod ch04_resync {}
+    #[doc = include_str!("../chapters/05-method.md")]
+    pub mod ch05_method {}
     #[doc = include_str!("../chapters/99-what-it-costs.md")]
     pub mod ch99_what_it_costs {}
 }

@@ -40,6 +40,10 @@ mod fifo;
 mod real_fifo;
 mod store;
 
+pub mod lister_watcher;
+pub mod reflector;
+pub mod shared_informer;
+
 pub use delta::{
     BookmarkInfo, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, ReplacedAllInfo,
 };

@@ -6,6 +6,8 @@
 //! run can never disagree about what was measured.
 
 pub mod fifo;
+pub mod method;
+pub mod resync;
 
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
@@ -21,9 +23,21 @@ pub struct Experiment {
 
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
-    vec![Experiment {
-        name: "fifo",
-        chapter: "03-realfifo.md",
-        run: fifo::run,
-    }]
+    vec![
+        Experiment {
+            name: "fifo",
+            chapter: "03-realfifo.md",
+            run: fifo::run,
+        },
+        Experiment {
+            name: "resync",
+            chapter: "04-resync.md",
+            run: resync::experiment,
+        },
+        Experiment {
+            name: "method",
+            chapter: "05-method.md",
+            run: method::experiment,
+        },
+    ]
 }
