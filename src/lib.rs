@@ -14,6 +14,7 @@
 //! - [`lab`]: the experiments that chapters and the command line run.
 //!
 //! The ports:
+//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod controller;
 pub mod lab;
 pub mod site;
 pub mod snap;
+pub mod workqueue;
 
 /// The book. Each chapter in `chapters/` is an empty module whose documentation is the
 /// chapter's Markdown, so `cargo test` compiles and runs every Rust block in it. `build.rs`

@@ -1,0 +1,63 @@
+//! A faithful port of client-go's workqueue: coalescing, one worker per key, delays and
+//! backoff, for any key type.
+//!
+//! Follows `k8s.io/client-go/util/workqueue` at v0.36 (Kubernetes 1.36), and the way
+//! controller-runtime v0.22 drives it (`pkg/internal/controller/controller.go`). It knows
+//! nothing of Kubernetes: it queues any `T: Eq + Hash + Clone`.
+//!
+//! # Which type solves which problem
+//!
+//! | you need | use | upstream |
+//! |---|---|---|
+//! | hand keys to workers, one worker per key, repeated adds merged | [`Queue`] | `Typed[T]` |
+//! | never forget a `done`, even on `?` or a panic | [`Queue::claim`] → [`Claim`] | `defer Done` |
+//! | add a key later | [`DelayingQueue`] (`add_after`) | `delayingType` |
+//! | retry with backoff | [`RateLimitingQueue`] (`add_rate_limited`, `forget`) | `rateLimitingType` |
+//! | choose the backoff | [`rate_limiter`] | `default_rate_limiters.go` |
+//! | watch it work | [`metrics`] ([`InMemoryMetrics`]) | `metrics.go` |
+//!
+//! ```
+//! use controlloop::workqueue::Queue;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let queue = Queue::new();
+//! for _ in 0..1_000 {
+//!     queue.add("default/web"); // a thousand changes to one object...
+//! }
+//! assert_eq!(queue.len(), 1); // ...are one piece of work
+//! let claim = queue.claim().await.unwrap();
+//! queue.add("default/web"); // changed again while a worker holds it
+//! assert_eq!(queue.len(), 0); // not queued: no second worker may take it
+//! drop(claim); // done: the change that arrived meanwhile is queued, once
+//! assert_eq!(queue.len(), 1);
+//! # });
+//! ```
+//!
+//! # The invariant
+//!
+//! Three structures: the queue (order), `dirty` (needs work) and `processing` (held by a
+//! worker). **Every queued item is dirty and not processing.** The numbered invariants are in
+//! [`queue_core`]; debug builds check them after every mutation.
+//!
+//! # Layout
+//!
+//! - [`queue_core`]: the state machine, no locks or time (tested against a model).
+//! - [`queue`]: the async shell around it: one lock, waiter wake-ups, shutdown, metrics.
+//! - [`claim`], [`delaying`], [`rate_limiting`], [`rate_limiter`], [`metrics`].
+//! - `sync` (private): the lock facade that lets shuttle model-check the shell.
+
+pub mod claim;
+pub mod delaying;
+pub mod metrics;
+pub mod queue;
+pub mod queue_core;
+pub mod rate_limiter;
+pub mod rate_limiting;
+mod sync;
+
+pub use claim::{Claim, Release};
+pub use delaying::DelayingQueue;
+pub use metrics::{InMemoryMetrics, MetricsProvider, MetricsSnapshot};
+pub use queue::{Error, Queue, QueueConfig};
+pub use rate_limiter::{RateLimiter, default_controller_rate_limiter};
+pub use rate_limiting::RateLimitingQueue;

@@ -1,0 +1,367 @@
+//! The typed workqueue: [`QueueCore`] behind one lock, with async `get` and shutdown.
+//!
+//! Follows `util/workqueue/queue.go` (`Typed[T]`, `NewTypedWithConfig`).
+//!
+//! # Model
+//!
+//! ```text
+//!   Queue<T> (a cheap handle; clones share one queue)
+//!     └─ Shared
+//!          ├─ lock ─► Locked { core: QueueCore (queue, dirty, processing, flags),
+//!          │                   metrics, waiting_getters }
+//!          ├─ getters: Notify   one waiter woken per item queued, only if someone waits
+//!          ├─ drained: Notify   shut_down_with_drain waits here for processing to empty
+//!          └─ stopped: Notify   shutdown broadcast (delaying loop, metrics loop)
+//! ```
+//!
+//! # Invariants
+//!
+//! The core's I1–I3 (see [`super::queue_core`]), plus:
+//!
+//! 4. **I4** `waiting_getters` counts the `get` calls that are registered on `getters` and
+//!    have not yet resumed or been dropped. A `get` registers (enables its `Notified`) under
+//!    the lock after seeing an empty queue, so an add that queues an item after that sees the
+//!    count and wakes it: no lost wake-up.
+//!
+//! # Concurrency
+//!
+//! One lock guards the core, the metrics bookkeeping and the waiter count. It is a
+//! `parking_lot::Mutex` (the [`super::sync`] facade swaps in shuttle's for model checking),
+//! never held across an await and never while user code runs. Notifications are sent after
+//! the lock is released. There is one lock, so there is no lock order to get wrong.
+//!
+//! # Differences from upstream
+//!
+//! - `get` is async; it returns `None` once shut down and drained (upstream: `shutdown=true`).
+//! - Wake-ups go through `tokio::sync::Notify` instead of a condition variable, and only when
+//!   a getter waits.
+//! - Time comes from `tokio::time::Instant`, so a paused runtime clock drives the metrics.
+
+use std::{hash::Hash, pin::pin, sync::Arc, time::Duration};
+
+use tokio::{sync::Notify, time::Instant};
+
+use super::{
+    claim::{Claim, Release},
+    metrics::{MetricsProvider, QueueMetrics},
+    queue_core::{Add, Done, Get, QueueCore},
+    sync::{Mutex, MutexGuard, lock},
+};
+
+/// How often the unfinished-work and longest-running-processor gauges are updated.
+pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+
+/// Options for [`Queue::with_config`] (client-go's `TypedQueueConfig`).
+#[derive(Clone, Default)]
+pub struct QueueConfig {
+    /// The queue's name. Metrics are recorded only for a named queue with a provider.
+    pub name: String,
+    /// Where metrics go. None: no metrics.
+    pub metrics_provider: Option<Arc<dyn MetricsProvider>>,
+}
+
+/// Why a queue could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The queue needs a background task but was built outside a tokio runtime.
+    #[error("{what} needs a tokio runtime for its background task; build it inside one")]
+    NoRuntime {
+        /// What needed the task.
+        what: &'static str,
+    },
+}
+
+/// A work queue of keys: each key is handed to at most one worker at a time, and any number
+/// of adds while it waits or is held collapse into one more hand-out.
+pub struct Queue<T> {
+    pub(crate) shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Queue {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+pub(crate) struct Shared<T> {
+    state: Mutex<Locked<T>>,
+    /// Getters that found the queue empty wait here.
+    getters: Notify,
+    /// shut_down_with_drain waits here for the processing set to empty.
+    drained: Notify,
+    /// Woken once at shutdown, for the background loops.
+    stopped: Notify,
+}
+
+struct Locked<T> {
+    core: QueueCore<T>,
+    /// Present only for a named queue with a provider.
+    metrics: Option<QueueMetrics<T>>,
+    /// Keeps I4.
+    waiting_getters: usize,
+}
+
+impl<T: Eq + Hash + Clone> Default for Queue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Eq + Hash + Clone> Queue<T> {
+    /// An unnamed queue without metrics. Needs no runtime until `get` waits.
+    pub fn new() -> Self {
+        Self::from_core(QueueCore::new(), None)
+    }
+
+    /// **Deliberately broken**: a queue without its processing set (see
+    /// [`QueueCore::without_processing_set`]). Two workers can hold one key. It exists to show
+    /// the book's same-key detector and the model checker catching the bug.
+    pub fn without_processing_set() -> Self {
+        Self::from_core(QueueCore::without_processing_set(), None)
+    }
+
+    fn from_core(core: QueueCore<T>, metrics: Option<QueueMetrics<T>>) -> Self {
+        Queue {
+            shared: Arc::new(Shared {
+                state: Mutex::new(Locked {
+                    core,
+                    metrics,
+                    waiting_getters: 0,
+                }),
+                getters: Notify::new(),
+                drained: Notify::new(),
+                stopped: Notify::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Locked<T>> {
+        lock(&self.shared.state)
+    }
+
+    /// Marks `item` as needing work. Dropped while shutting down; coalesced if already dirty;
+    /// kept dirty (not queued) while a worker holds it.
+    pub fn add(&self, item: T) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let outcome = match &mut s.metrics {
+            None => s.core.add(item),
+            Some(m) => {
+                let copy = item.clone();
+                let outcome = s.core.add(item);
+                if outcome.entered_dirty() {
+                    m.add(&copy, Instant::now());
+                }
+                outcome
+            }
+        };
+        let wake = outcome == Add::Queued && s.waiting_getters > 0; // keeps I4
+        drop(guard);
+        if wake {
+            self.shared.getters.notify_one();
+        }
+    }
+
+    /// Items waiting to be handed out (not those held, nor those dirty while held).
+    pub fn len(&self) -> usize {
+        self.lock().core.len()
+    }
+
+    /// Whether nothing is waiting to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits for an item and marks it processing. After shutdown it still returns every
+    /// queued item, then `None`. Every `Some` must be followed by [`done`](Self::done);
+    /// [`claim`](Self::claim) does that for you.
+    pub async fn get(&self) -> Option<T> {
+        if let Some(r) = self.lock().get_now() {
+            return r;
+        }
+        let mut waiting = Waiting {
+            shared: &self.shared,
+            counted: false,
+        };
+        loop {
+            let mut notified = pin!(self.shared.getters.notified());
+            {
+                let mut s = self.lock();
+                if waiting.counted {
+                    s.waiting_getters -= 1;
+                    waiting.counted = false;
+                }
+                if let Some(r) = s.get_now() {
+                    return r;
+                }
+                notified.as_mut().enable();
+                s.waiting_getters += 1; // keeps I4: registered before the lock is released
+                waiting.counted = true;
+            }
+            notified.await;
+        }
+    }
+
+    /// Like [`get`](Self::get), but returns a [`Claim`] that calls `done` when dropped.
+    pub async fn claim(&self) -> Option<Claim<T, Queue<T>>> {
+        let item = self.get().await?;
+        Some(Claim::new(self.clone(), item))
+    }
+
+    /// Returns `item` from a worker. If it was added while held, it is queued again, once.
+    pub fn done(&self, item: &T) {
+        let mut s = self.lock();
+        if let Some(m) = &mut s.metrics {
+            m.done(item, Instant::now());
+        }
+        let outcome = s.core.done(item);
+        let wake_getter = outcome == Done::Requeued && s.waiting_getters > 0;
+        let wake_drain = outcome == Done::ReleasedLast && s.core.shutting_down();
+        drop(s);
+        if wake_getter {
+            self.shared.getters.notify_one();
+        }
+        if wake_drain {
+            self.shared.drained.notify_waiters();
+        }
+    }
+
+    /// Stops accepting adds. Getters drain what is queued, then receive `None`. Does not wait
+    /// for workers; releases a waiting [`shut_down_with_drain`](Self::shut_down_with_drain).
+    pub fn shut_down(&self) {
+        self.lock().core.shut_down(false);
+        self.wake_all_after_shutdown();
+    }
+
+    /// Like [`shut_down`](Self::shut_down), then waits until no item is processing. It does
+    /// not wait for queued items, and it waits forever if a worker never calls `done`.
+    pub async fn shut_down_with_drain(&self) {
+        self.lock().core.shut_down(true);
+        self.wake_all_after_shutdown();
+        loop {
+            let mut notified = pin!(self.shared.drained.notified());
+            {
+                let s = self.lock();
+                if !s.core.draining() {
+                    return;
+                }
+                notified.as_mut().enable();
+            }
+            notified.await;
+        }
+    }
+
+    fn wake_all_after_shutdown(&self) {
+        self.shared.getters.notify_waiters();
+        self.shared.drained.notify_waiters();
+        self.shared.stopped.notify_waiters();
+    }
+
+    /// Whether a shutdown has started.
+    pub fn shutting_down(&self) -> bool {
+        self.lock().core.shutting_down()
+    }
+
+    /// Resolves once a shutdown has started.
+    pub(crate) async fn stopped(&self) {
+        loop {
+            let mut notified = pin!(self.shared.stopped.notified());
+            notified.as_mut().enable();
+            if self.shutting_down() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Records one retry (an `add_after` call), if the queue has metrics.
+    pub(crate) fn record_retry(&self) {
+        if let Some(m) = &self.lock().metrics {
+            m.retry();
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + 'static> Queue<T> {
+    /// A queue with a name and optionally metrics. With metrics it starts the 500 ms
+    /// unfinished-work loop, which needs a tokio runtime ([`Error::NoRuntime`] otherwise).
+    pub fn with_config(config: QueueConfig) -> Result<Self, Error> {
+        let metrics = match (&config.metrics_provider, config.name.is_empty()) {
+            (Some(p), false) => Some(QueueMetrics::new(p.as_ref(), &config.name)),
+            _ => None,
+        };
+        let has_metrics = metrics.is_some();
+        let queue = Self::from_core(QueueCore::new(), metrics);
+        if has_metrics {
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
+                what: "a queue with metrics",
+            })?;
+            handle.spawn(update_unfinished_work_loop(Arc::downgrade(&queue.shared)));
+        }
+        Ok(queue)
+    }
+}
+
+/// Sets the unfinished-work gauges every 500 ms until shutdown (client-go's
+/// `updateUnfinishedWorkLoop`). Holds the queue weakly, so a dropped queue ends it too.
+async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(shared: std::sync::Weak<Shared<T>>) {
+    let start = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
+    let mut ticks = tokio::time::interval_at(start, UNFINISHED_WORK_UPDATE_PERIOD);
+    loop {
+        ticks.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let s = lock(&shared.state);
+        if s.core.shutting_down() {
+            return;
+        }
+        if let Some(m) = &s.metrics {
+            m.update_unfinished_work(Instant::now());
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone> Locked<T> {
+    /// `Some(Some(item))`: handed out. `Some(None)`: shut down and drained. `None`: wait.
+    fn get_now(&mut self) -> Option<Option<T>> {
+        match self.core.get() {
+            Get::Item(item) => {
+                if let Some(m) = &mut self.metrics {
+                    m.get(&item, Instant::now());
+                }
+                Some(Some(item))
+            }
+            Get::ShutDown => Some(None),
+            Get::Empty => None,
+        }
+    }
+}
+
+/// Un-counts a waiting getter whose `get` future is dropped while it waits (keeps I4).
+struct Waiting<'a, T> {
+    shared: &'a Shared<T>,
+    counted: bool,
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        if self.counted {
+            lock(&self.shared.state).waiting_getters -= 1;
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone> Release<T> for Queue<T> {
+    fn release(&self, item: &T) {
+        self.done(item);
+    }
+}
+
+impl<T> std::fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,358 @@
+//! The queue's state machine without locks, time or I/O: the part of client-go's `Typed[T]`
+//! that decides where an item goes.
+//!
+//! Follows `util/workqueue/queue.go` (`Add`, `Get`, `Done`, `ShutDown`, `ShutDownWithDrain`).
+//!
+//! # Model
+//!
+//! ```text
+//!   add(x) ──► dirty ∌ x ? ──yes──► dirty += x ──► processing ∋ x ? ──no──► queue.push(x)
+//!                 │ no (already dirty: coalesced)          │ yes: stays only in dirty
+//!                 ▼                                        ▼
+//!               nothing                        done(x) pushes it back, once
+//!
+//!   get()   : x = queue.pop(); dirty -= x; processing += x
+//!   done(x) : processing -= x; dirty ∋ x ? queue.push(x)
+//! ```
+//!
+//! # Invariants
+//!
+//! These hold after every method returns, and debug builds check them after every mutation
+//! ([`QueueCore::check_invariants`]).
+//!
+//! 1. **I1** Every queued item is dirty and not processing (client-go's own struct comment).
+//! 2. **I2** No item is queued twice.
+//! 3. **I3** Every dirty item that is not processing is queued. With I1: the queue holds
+//!    exactly `dirty \ processing`, so `len() == |dirty \ processing|`.
+//!
+//! An item that is dirty *and* processing is in no queue: it waits for `done`. That is why
+//! [`len`](QueueCore::len) can read 0 while changes pile up.
+//!
+//! # Concurrency
+//!
+//! None here: the core is a plain value. [`super::Queue`] wraps it in one lock.
+//!
+//! # Differences from upstream
+//!
+//! - `done` on an item that is not processing does nothing and returns
+//!   [`Done::NotProcessing`]. Upstream pushes it again if it is dirty, which can queue it twice
+//!   (breaking I2) and let two workers hold it. The claim API makes the misuse impossible.
+//! - One hash per operation: the item's hash is computed once and reused for both sets
+//!   (hashbrown's `HashTable`), and stored beside it in the queue.
+//! - The queue is a ring buffer (`VecDeque`), so a steady add/get cycle does not allocate.
+//!   Upstream's pluggable `Queue[T]` (with `Touch`) is not ported: order is always FIFO.
+
+use std::{
+    collections::VecDeque,
+    hash::{BuildHasher, Hash},
+};
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+/// What [`QueueCore::add`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Add {
+    /// The item was new: it is now dirty and queued. Wake a getter.
+    Queued,
+    /// The item is being processed: it is now dirty only, and `done` will queue it.
+    DirtyWhileProcessing,
+    /// The item was already dirty: nothing changed (the add coalesced).
+    Coalesced,
+    /// The queue is shutting down: the item was dropped.
+    ShuttingDown,
+}
+
+impl Add {
+    /// Whether the item entered the dirty set (client-go records the `add` metric then).
+    pub fn entered_dirty(self) -> bool {
+        matches!(self, Add::Queued | Add::DirtyWhileProcessing)
+    }
+}
+
+/// What [`QueueCore::get`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Get<T> {
+    /// The head of the queue, now processing.
+    Item(T),
+    /// Nothing queued and not shutting down: a caller must wait.
+    Empty,
+    /// Nothing queued and shutting down: the queue is drained.
+    ShutDown,
+}
+
+/// What [`QueueCore::done`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// The item was dirty: it is queued again. Wake a getter.
+    Requeued,
+    /// The item is released and nothing is processing any more (wakes a draining shutdown).
+    ReleasedLast,
+    /// The item is released; other items are still processing.
+    Released,
+    /// The item was not processing: nothing changed (see "Differences from upstream").
+    NotProcessing,
+}
+
+/// The queue, `dirty` and `processing`, and the shutdown flags. No locks, no time.
+#[derive(Debug)]
+pub struct QueueCore<T> {
+    /// Order: items waiting to be handed out, each with its hash.
+    queue: VecDeque<(u64, T)>,
+    /// Needs work: every queued item, plus items re-added while processing.
+    dirty: HashTable<T>,
+    /// Held by a worker: handed out by `get`, not yet returned by `done`.
+    processing: HashTable<T>,
+    hasher: DefaultHashBuilder,
+    shutting_down: bool,
+    drain: bool,
+    /// False only in the deliberately broken variant ([`QueueCore::without_processing_set`]).
+    tracks_processing: bool,
+}
+
+impl<T> Default for QueueCore<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> QueueCore<T> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        QueueCore {
+            queue: VecDeque::new(),
+            dirty: HashTable::new(),
+            processing: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            shutting_down: false,
+            drain: false,
+            tracks_processing: true,
+        }
+    }
+
+    /// **Deliberately broken**: a queue that forgets which items are held. `get` does not
+    /// record the item as processing, so an add during processing queues it again and a second
+    /// worker can take it while the first still holds it. It exists so that the book, the tests
+    /// and the model checker can show their detectors firing.
+    pub fn without_processing_set() -> Self {
+        QueueCore {
+            tracks_processing: false,
+            ..Self::new()
+        }
+    }
+
+    /// Items waiting to be handed out. Not items being processed, and not items that are dirty
+    /// while processing: information only, never a reason to add or get.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The size of the dirty set (what client-go's depth metric counts).
+    pub fn dirty_len(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// How many items workers hold.
+    pub fn processing_len(&self) -> usize {
+        self.processing.len()
+    }
+
+    /// Whether shut_down or shut_down_with_drain was called.
+    pub fn shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    /// Whether a shut_down_with_drain is still waiting for processing items.
+    pub fn draining(&self) -> bool {
+        self.drain && self.shutting_down && !self.processing.is_empty()
+    }
+
+    /// Starts shutting down. `drain` is true for shut_down_with_drain; a later plain shut_down
+    /// sets it false, which releases a waiting drain.
+    pub fn shut_down(&mut self, drain: bool) {
+        self.drain = drain;
+        self.shutting_down = true;
+    }
+}
+
+impl<T: Eq + Hash> QueueCore<T> {
+    fn hash(&self, item: &T) -> u64 {
+        self.hasher.hash_one(item)
+    }
+
+    /// Whether `item` is in the dirty set.
+    pub fn is_dirty(&self, item: &T) -> bool {
+        self.dirty.find(self.hash(item), |x| x == item).is_some()
+    }
+
+    /// Whether a worker holds `item`.
+    pub fn is_processing(&self, item: &T) -> bool {
+        self.processing.find(self.hash(item), |x| x == item).is_some()
+    }
+
+    /// Marks `item` as needing work. Keeps I1–I3: an item already dirty changes nothing; a
+    /// processing item becomes dirty only (it is not queued while held).
+    pub fn add(&mut self, item: T) -> Add
+    where
+        T: Clone,
+    {
+        if self.shutting_down {
+            return Add::ShuttingDown;
+        }
+        let h = self.hash(&item);
+        if self.dirty.find(h, |x| *x == item).is_some() {
+            return Add::Coalesced;
+        }
+        let hasher = &self.hasher;
+        self.dirty
+            .insert_unique(h, item.clone(), |x| hasher.hash_one(x));
+        let outcome = if self.processing.find(h, |x| *x == item).is_some() {
+            Add::DirtyWhileProcessing // keeps I1: a held item is never queued
+        } else {
+            self.queue.push_back((h, item));
+            Add::Queued
+        };
+        self.debug_check();
+        outcome
+    }
+
+    /// Hands out the head of the queue, moving it from dirty to processing (keeps I1).
+    pub fn get(&mut self) -> Get<T> {
+        let Some((h, item)) = self.queue.pop_front() else {
+            return if self.shutting_down {
+                Get::ShutDown
+            } else {
+                Get::Empty
+            };
+        };
+        // The dirty set's copy moves into processing: no clone on this path.
+        let held = match self.dirty.find_entry(h, |x| *x == item) {
+            Ok(entry) => entry.remove().0,
+            Err(_) => unreachable!("I1: a queued item is dirty"),
+        };
+        if self.tracks_processing {
+            let hasher = &self.hasher;
+            self.processing
+                .insert_unique(h, held, |x| hasher.hash_one(x));
+        }
+        self.debug_check();
+        Get::Item(item)
+    }
+
+    /// Returns `item` from a worker. If it became dirty meanwhile it is queued again, once
+    /// (keeps I3); that happens during shutdown too, so a drain still hands it out.
+    pub fn done(&mut self, item: &T) -> Done {
+        if !self.tracks_processing {
+            return Done::Released; // the broken variant has nothing to release
+        }
+        let h = self.hash(item);
+        let held = match self.processing.find_entry(h, |x| x == item) {
+            Ok(entry) => entry.remove().0,
+            Err(_) => return Done::NotProcessing,
+        };
+        let outcome = if self.dirty.find(h, |x| x == item).is_some() {
+            self.queue.push_back((h, held));
+            Done::Requeued
+        } else if self.processing.is_empty() {
+            Done::ReleasedLast
+        } else {
+            Done::Released
+        };
+        self.debug_check();
+        outcome
+    }
+
+    fn debug_check(&self) {
+        if cfg!(debug_assertions)
+            && let Err(e) = self.check_invariants()
+        {
+            panic!("workqueue invariant broken: {e}");
+        }
+    }
+
+    /// Checks I1–I3 in full, naming the first one that fails. Cost: one pass over the queue and
+    /// the dirty set, plus a temporary set of the queued items' hashes.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut seen = HashTable::<(u64, &T)>::new();
+        for (h, item) in &self.queue {
+            if self.dirty.find(*h, |x| x == item).is_none() {
+                return Err("I1: a queued item is not dirty".into());
+            }
+            if self.processing.find(*h, |x| x == item).is_some() {
+                return Err("I1: a queued item is processing".into());
+            }
+            if seen.find(*h, |(_, x)| *x == item).is_some() {
+                return Err("I2: an item is queued twice".into());
+            }
+            seen.insert_unique(*h, (*h, item), |(h, _)| *h);
+        }
+        let waiting = self
+            .dirty
+            .iter()
+            .filter(|x| {
+                self.processing
+                    .find(self.hash(x), |p| p == *x)
+                    .is_none()
+            })
+            .count();
+        if waiting != self.queue.len() {
+            return Err(format!(
+                "I3: {waiting} dirty items are not processing but {} are queued",
+                self.queue.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_add_while_processing_goes_to_dirty_only_and_done_queues_it_once() {
+        let mut q = QueueCore::new();
+        assert_eq!(q.add("a"), Add::Queued);
+        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.add("a"), Add::DirtyWhileProcessing);
+        assert_eq!(q.add("a"), Add::Coalesced);
+        assert_eq!((q.len(), q.dirty_len(), q.processing_len()), (0, 1, 1));
+        assert_eq!(q.done(&"a"), Done::Requeued);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.done(&"a"), Done::ReleasedLast);
+        assert_eq!(q.get(), Get::Empty);
+    }
+
+    #[test]
+    fn done_on_an_item_never_handed_out_changes_nothing() {
+        let mut q = QueueCore::new();
+        q.add("a");
+        assert_eq!(q.done(&"a"), Done::NotProcessing);
+        assert_eq!(q.len(), 1);
+        q.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_broken_variant_hands_a_held_item_out_again() {
+        let mut q = QueueCore::without_processing_set();
+        q.add("a");
+        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.add("a"), Add::Queued, "nothing remembers that `a` is held");
+        assert_eq!(q.get(), Get::Item("a"));
+    }
+
+    #[test]
+    fn shutdown_drains_the_queue_then_reports_shutdown() {
+        let mut q = QueueCore::new();
+        q.add(1);
+        q.shut_down(false);
+        assert_eq!(q.add(2), Add::ShuttingDown);
+        assert_eq!(q.get(), Get::Item(1));
+        assert_eq!(q.get(), Get::ShutDown);
+    }
+}
