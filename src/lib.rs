@@ -15,12 +15,17 @@
 //!
 //! The ports:
 //! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
+//! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
+//!   reflector, the shared informer and their list-then-watch source (client-go).
+//! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod band;
+pub mod cache;
 pub mod controller;
+pub mod features;
 pub mod lab;
 pub mod site;
 pub mod snap;

@@ -1,0 +1,531 @@
+//! RealFIFO: the in-order informer queue (default from Kubernetes 1.33). Follows client-go
+//! `tools/cache/the_real_fifo.go` at v0.36.
+//!
+//! ```text
+//!   items: [Added a1, Added b1, Updated a2, Updated b2, Updated a3]   one delta each, arrival order
+//!   Pop      ──► [Added a1]                      exactly one delta
+//!   PopBatch ──► [Added a1, Added b1]            consecutive, distinct keys, ≤ batch_size
+//! ```
+//!
+//! Every producer call appends. There is no per-key map, no dedup and no suppression of a
+//! Delete for an object nobody knew: the informer sees every event in the order it arrived.
+//!
+//! # Invariants
+//! 1. `items` is in arrival order; nothing is ever reordered, merged or dropped before a Pop.
+//! 2. A batch never crosses the initial-list boundary: while `initial_population_count > 0`,
+//!    it holds only items at indices below it.
+//! 3. A batch holds each key at most once, only batchable types (or one non-batchable delta
+//!    alone), at most `batch_size` deltas, and ends after a delta whose key could not be made.
+//! 4. Once synced, always synced.
+//!
+//! # Concurrency
+//! One mutex guards the core (see [`crate::cache::fifo`]). `process` runs under it unless
+//! `unlock_while_processing` is on and fewer than `2 × batch_size` deltas are queued; then
+//! producers may append while the informer processes, so Pops must come from one task.
+//!
+//! # Differences from upstream
+//! - No transformer, metrics or slow-Pop traces.
+//! - Invalid option combinations are a [`RealFifoOptionsError`], not a panic.
+//! - `batch_size` is an option (upstream: a private field, 1000, set directly by its tests).
+
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::Arc,
+};
+
+use parking_lot::MutexGuard;
+
+use super::fifo::{FifoError, PopError, Queue, Shell, key_of_object, tombstone};
+use super::{
+    BookmarkInfo, Delta, DeltaObject, DeltaType, Deltas, KeyFunc, KeyListerGetter, Object,
+    ReplacedAllInfo, meta_namespace_key_func,
+};
+
+/// Upstream's `defaultBatchSize`.
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+
+/// How to build a [`RealFifo`] (upstream `RealFIFOOptions`).
+pub struct RealFifoOptions<K> {
+    /// For logs; default `"RealFIFO"`.
+    pub name: String,
+    /// Default [`crate::cache::meta_namespace_key`].
+    pub key_function: Option<KeyFunc<K>>,
+    /// The informer's indexer. Required unless `atomic_events`; forbidden with it.
+    pub known_objects: Option<Arc<dyn KeyListerGetter<K>>>,
+    /// One `ReplacedAll` per Replace and one `SyncAll` per Resync (`AtomicFIFO`).
+    pub atomic_events: bool,
+    /// Release the lock while processing (`UnlockWhileProcessingFIFO`); needs `atomic_events`.
+    pub unlock_while_processing: bool,
+    /// Queue bookmarks; needs `atomic_events`.
+    pub emit_delta_type_bookmark: bool,
+    /// The largest batch `pop_batch` hands out; default [`DEFAULT_BATCH_SIZE`].
+    pub batch_size: usize,
+}
+
+impl<K> Default for RealFifoOptions<K> {
+    fn default() -> Self {
+        RealFifoOptions {
+            name: "RealFIFO".to_owned(),
+            key_function: None,
+            known_objects: None,
+            atomic_events: false,
+            unlock_while_processing: false,
+            emit_delta_type_bookmark: false,
+            batch_size: DEFAULT_BATCH_SIZE,
+        }
+    }
+}
+
+/// An option combination upstream rejects (it panics with "coding error: …").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RealFifoOptionsError {
+    /// Atomic events with known objects.
+    #[error("knownObjects must not be provided when AtomicEvents is true")]
+    KnownObjectsWithAtomic,
+    /// Unlocking without atomic events.
+    #[error("UnlockWhileProcessing must be false when AtomicEvents is false")]
+    UnlockWithoutAtomic,
+    /// Neither atomic events nor known objects.
+    #[error("knownObjects must be provided when AtomicEvents is false")]
+    KnownObjectsRequired,
+    /// Bookmarks without atomic events.
+    #[error("EmitDeltaTypeBookmark must be false when AtomicEvents is false")]
+    BookmarkWithoutAtomic,
+    /// A batch size of zero could never hand anything out.
+    #[error("batch_size must be at least 1")]
+    ZeroBatchSize,
+}
+
+pub(crate) struct Core<K> {
+    items: VecDeque<Delta<K>>,
+    populated: bool,
+    initial_population_count: usize,
+    synced: bool,
+    closed: bool,
+    key_fn: KeyFunc<K>,
+    known: Option<Arc<dyn KeyListerGetter<K>>>,
+    atomic: bool,
+    unlock: bool,
+    emit_bookmark: bool,
+    batch_size: usize,
+}
+
+impl<K: Object> Core<K> {
+    fn check_synced(&mut self) {
+        if self.populated && self.initial_population_count == 0 {
+            self.synced = true; // keeps I4
+        }
+    }
+
+    fn push(&mut self, delta_type: DeltaType, object: DeltaObject<K>) -> Result<(), FifoError> {
+        key_of_object(&self.key_fn, &object)?; // an unkeyable object is refused, not queued
+        self.items.push_back(Delta { delta_type, object }); // keeps I1
+        Ok(())
+    }
+
+    fn producer(&mut self, delta_type: DeltaType, obj: Arc<K>) -> Result<(), FifoError> {
+        self.populated = true;
+        self.check_synced();
+        self.push(delta_type, DeltaObject::Object(obj))
+    }
+
+    fn replace(&mut self, list: Vec<Arc<K>>, rv: &str) -> Result<(), FifoError> {
+        if self.atomic {
+            self.items.push_back(Delta {
+                delta_type: DeltaType::ReplacedAll,
+                object: DeltaObject::ReplacedAll(ReplacedAllInfo {
+                    resource_version: rv.to_owned(),
+                    objects: list,
+                }),
+            });
+        } else {
+            self.reconcile_replacement(list)?;
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial_population_count = self.items.len(); // everything queued so far
+            self.check_synced();
+        }
+        Ok(())
+    }
+
+    /// Non-atomic Replace: deletions first, then one `Replaced` per item.
+    fn reconcile_replacement(&mut self, list: Vec<Arc<K>>) -> Result<(), FifoError> {
+        let new_keys = list
+            .iter()
+            .map(|o| (self.key_fn)(o))
+            .collect::<Result<HashSet<_>, _>>()?; // all keys before queueing anything
+        let mut queued_keys: Vec<String> = Vec::new();
+        let mut last: std::collections::HashMap<String, usize> = Default::default();
+        for (i, d) in self.items.iter().enumerate() {
+            let k = key_of_object(&self.key_fn, &d.object)?;
+            if last.insert(k.clone(), i).is_none() {
+                queued_keys.push(k);
+            }
+        }
+        for k in &queued_keys {
+            if new_keys.contains(k) {
+                continue;
+            }
+            let newest = &self.items[last[k]];
+            if newest.delta_type == DeltaType::Deleted {
+                continue; // its deletion is already queued
+            }
+            let obj = newest.object.unwrapped_object();
+            self.push(DeltaType::Deleted, tombstone(k.clone(), obj))?;
+        }
+        if let Some(known) = self.known.clone() {
+            for k in known.list_keys() {
+                if new_keys.contains(&k) || last.contains_key(&k) {
+                    continue;
+                }
+                let obj = match known.get_by_key(&k) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        tracing::error!(key = %k, error = %e, "Error during lookup, placing DeleteFinalStateUnknown marker without object");
+                        None
+                    }
+                };
+                if obj.is_none() {
+                    tracing::error!(key = %k, "Key does not exist in known objects store, placing DeleteFinalStateUnknown marker without object");
+                }
+                self.push(DeltaType::Deleted, tombstone(k, obj))?;
+            }
+        }
+        for item in list {
+            self.push(DeltaType::Replaced, DeltaObject::Object(item))?;
+        }
+        Ok(())
+    }
+
+    fn resync(&mut self) -> Result<(), FifoError> {
+        if self.atomic {
+            self.items.push_back(Delta {
+                delta_type: DeltaType::SyncAll,
+                object: DeltaObject::SyncAll,
+            });
+            return Ok(());
+        }
+        let Some(known) = self.known.clone() else {
+            return Ok(());
+        };
+        let queued = self
+            .items
+            .iter()
+            .map(|d| key_of_object(&self.key_fn, &d.object))
+            .collect::<Result<HashSet<_>, _>>()?;
+        for k in known.list_keys() {
+            if queued.contains(&k) {
+                continue;
+            }
+            match known.get_by_key(&k) {
+                // The very Arc the indexer holds, untransformed.
+                Ok(Some(o)) => self.push(DeltaType::Sync, DeltaObject::Object(o))?,
+                Ok(None) => {
+                    tracing::error!(key = %k, "Key does not exist in known objects store, unable to queue object for sync")
+                }
+                Err(e) => tracing::error!(key = %k, error = %e, "Unable to queue object for sync"),
+            }
+        }
+        Ok(())
+    }
+
+    fn bookmark(&mut self, rv: &str) {
+        if self.emit_bookmark {
+            self.items.push_back(Delta {
+                delta_type: DeltaType::Bookmark,
+                object: DeltaObject::Bookmark(BookmarkInfo {
+                    resource_version: rv.to_owned(),
+                }),
+            });
+        }
+    }
+
+    /// Counts processed initial-list items *after* processing, as upstream.
+    fn finish(&mut self, n: usize) {
+        if self.initial_population_count > 0 {
+            self.initial_population_count = self.initial_population_count.saturating_sub(n);
+            self.check_synced();
+        }
+    }
+
+    /// How many head deltas the next batch takes (keeps I2, I3). Needs a non-empty queue.
+    fn batch_len(&self) -> usize {
+        let mut unique = HashSet::new();
+        let mut n = 0;
+        for (i, item) in self.items.iter().enumerate().take(self.batch_size) {
+            if self.initial_population_count > 0 && i >= self.initial_population_count {
+                break;
+            }
+            if !item.delta_type.is_batchable() {
+                if n == 0 {
+                    n = 1; // alone
+                }
+                break;
+            }
+            match key_of_object(&self.key_fn, &item.object) {
+                Err(_) => {
+                    n += 1; // the broken delta is included and ends the batch
+                    break;
+                }
+                Ok(id) => {
+                    if !unique.insert(id) {
+                        break; // a repeated key starts the next batch
+                    }
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    fn should_unlock(&self) -> bool {
+        self.unlock && self.items.len() < self.batch_size * 2
+    }
+}
+
+/// The in-order informer FIFO. Clone it to share it between producer and consumer.
+pub struct RealFifo<K> {
+    shell: Arc<Shell<Core<K>>>,
+    name: Arc<str>,
+}
+
+impl<K> Clone for RealFifo<K> {
+    fn clone(&self) -> Self {
+        RealFifo {
+            shell: self.shell.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// Runs `f` with the lock released if the FIFO is in unlocked mode, held otherwise.
+fn processing<K: Object, R>(core: &mut MutexGuard<'_, Core<K>>, f: impl FnOnce() -> R) -> R {
+    if core.should_unlock() {
+        MutexGuard::unlocked(core, f)
+    } else {
+        f()
+    }
+}
+
+impl<K: Object> RealFifo<K> {
+    /// A RealFIFO built from `opts`, or the reason the combination is invalid.
+    pub fn new(opts: RealFifoOptions<K>) -> Result<Self, RealFifoOptionsError> {
+        use RealFifoOptionsError::*;
+        if opts.atomic_events {
+            if opts.known_objects.is_some() {
+                return Err(KnownObjectsWithAtomic);
+            }
+        } else if opts.unlock_while_processing {
+            return Err(UnlockWithoutAtomic);
+        } else if opts.known_objects.is_none() {
+            return Err(KnownObjectsRequired);
+        } else if opts.emit_delta_type_bookmark {
+            return Err(BookmarkWithoutAtomic);
+        }
+        if opts.batch_size == 0 {
+            return Err(ZeroBatchSize);
+        }
+        Ok(RealFifo {
+            shell: Arc::new(Shell::new(Core {
+                items: VecDeque::new(),
+                populated: false,
+                initial_population_count: 0,
+                synced: false,
+                closed: false,
+                key_fn: opts.key_function.unwrap_or_else(meta_namespace_key_func),
+                known: opts.known_objects,
+                atomic: opts.atomic_events,
+                unlock: opts.unlock_while_processing,
+                emit_bookmark: opts.emit_delta_type_bookmark,
+                batch_size: opts.batch_size,
+            })),
+            name: opts.name.into(),
+        })
+    }
+
+    /// A RealFIFO in the non-atomic mode of 1.33–1.35, consulting `known`.
+    pub fn with_known_objects(known: Arc<dyn KeyListerGetter<K>>) -> Self {
+        Self::new(RealFifoOptions {
+            known_objects: Some(known),
+            ..RealFifoOptions::default()
+        })
+        .expect("known objects without atomic events is a valid mode")
+    }
+
+    /// A RealFIFO in the 1.36 informer mode: atomic, unlocked while processing, bookmarks.
+    pub fn atomic() -> Self {
+        Self::new(RealFifoOptions {
+            atomic_events: true,
+            unlock_while_processing: true,
+            emit_delta_type_bookmark: true,
+            ..RealFifoOptions::default()
+        })
+        .expect("atomic without known objects is a valid mode")
+    }
+
+    /// The queued deltas, oldest first (upstream's test helper `getItems`).
+    pub fn queued(&self) -> Vec<Delta<K>> {
+        self.shell.read(|c| c.items.iter().cloned().collect())
+    }
+
+    /// The key of a delta's object (upstream `keyOf`).
+    pub fn key_of(&self, obj: &DeltaObject<K>) -> Result<String, super::KeyError> {
+        self.shell.read(|c| key_of_object(&c.key_fn, obj))
+    }
+
+    fn attempt<E, F>(
+        process: &mut Option<F>,
+        core: &mut MutexGuard<'_, Core<K>>,
+    ) -> Option<Result<Deltas<K>, PopError<E>>>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        let Some(delta) = core.items.pop_front() else {
+            return core.closed.then_some(Err(PopError::Closed));
+        };
+        let is_in_initial_list = !core.synced;
+        let deltas = Deltas(vec![delta]);
+        let process = process.take().expect("a Pop processes at most one item");
+        let r = processing(core, || process(&deltas, is_in_initial_list));
+        core.finish(1);
+        Some(r.map(|()| deltas).map_err(PopError::Process))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn attempt_batch<E, FB, FS>(
+        fs: &mut Option<(FB, FS)>,
+        core: &mut MutexGuard<'_, Core<K>>,
+    ) -> Option<Result<Vec<Delta<K>>, PopError<E>>>
+    where
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E>,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        if core.items.is_empty() {
+            return core.closed.then_some(Err(PopError::Closed));
+        }
+        let is_in_initial_list = !core.synced;
+        let n = core.batch_len();
+        let batch: Vec<Delta<K>> = core.items.drain(..n).collect();
+        let (process_batch, process_single) = fs.take().expect("one batch per PopBatch");
+        let (r, batch) = if n == 1 {
+            let single = Deltas(batch);
+            let r = processing(core, || process_single(&single, is_in_initial_list));
+            (r, single.0)
+        } else {
+            let r = processing(core, || process_batch(&batch, is_in_initial_list));
+            (r, batch)
+        };
+        core.finish(n);
+        Some(r.map(|()| batch).map_err(PopError::Process))
+    }
+
+    /// Waits for deltas, takes a batch from the head (see the invariants), and hands it to
+    /// `process_batch`, or to `process_single` when it holds one delta. Returns the batch.
+    pub async fn pop_batch<E, FB, FS>(
+        &self,
+        process_batch: FB,
+        process_single: FS,
+    ) -> Result<Vec<Delta<K>>, PopError<E>>
+    where
+        E: Send,
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E> + Send,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
+    {
+        let mut fs = Some((process_batch, process_single));
+        self.shell
+            .wait_until(|core| Self::attempt_batch(&mut fs, core))
+            .await
+    }
+
+    /// Like [`RealFifo::pop_batch`], without waiting: `None` if nothing is queued and the FIFO
+    /// is open.
+    pub fn try_pop_batch<E, FB, FS>(
+        &self,
+        process_batch: FB,
+        process_single: FS,
+    ) -> Option<Result<Vec<Delta<K>>, PopError<E>>>
+    where
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E>,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        let mut fs = Some((process_batch, process_single));
+        self.shell
+            .try_once(|core| Self::attempt_batch(&mut fs, core))
+    }
+}
+
+impl<K: Object> Queue<K> for RealFifo<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.shell.with(|c| c.producer(DeltaType::Added, obj))
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.shell.with(|c| c.producer(DeltaType::Updated, obj))
+    }
+
+    /// Always queues `Deleted`, even for an object nobody knew.
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.shell.with(|c| c.producer(DeltaType::Deleted, obj))
+    }
+
+    /// Atomic: one `ReplacedAll`. Otherwise tombstones first, then one `Replaced` per item.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+        self.shell.with(|c| c.replace(list, resource_version))
+    }
+
+    /// Atomic: one `SyncAll`. Otherwise `Sync` for each known key with nothing queued.
+    fn resync(&self) -> Result<(), FifoError> {
+        self.shell.with(|c| c.resync())
+    }
+
+    fn bookmark(&self, resource_version: &str) -> Result<(), FifoError> {
+        self.shell.with(|c| c.bookmark(resource_version));
+        Ok(())
+    }
+
+    async fn pop<E, F>(&self, process: F) -> Result<Deltas<K>, PopError<E>>
+    where
+        E: Send,
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
+    {
+        let mut process = Some(process);
+        self.shell
+            .wait_until(|core| Self::attempt(&mut process, core))
+            .await
+    }
+
+    fn try_pop<E, F>(&self, process: F) -> Option<Result<Deltas<K>, PopError<E>>>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        let mut process = Some(process);
+        self.shell
+            .try_once(|core| Self::attempt(&mut process, core))
+    }
+
+    fn close(&self) {
+        self.shell.with(|c| c.closed = true);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.shell.read(|c| c.closed)
+    }
+
+    fn has_synced(&self) -> bool {
+        self.shell.read(|c| c.synced)
+    }
+
+    async fn wait_synced(&self) {
+        self.shell.wait_until(|c| c.synced.then_some(())).await
+    }
+
+    /// The number of queued deltas (not keys).
+    fn len(&self) -> usize {
+        self.shell.read(|c| c.items.len())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}

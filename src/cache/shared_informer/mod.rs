@@ -1,0 +1,525 @@
+//! The shared index informer: one reflector, one FIFO and one indexed cache, shared by many
+//! event handlers. Follows client-go's `tools/cache/shared_informer.go` and the delta
+//! processing in `tools/cache/controller.go` (v0.36).
+//!
+//! ```text
+//!  ListerWatcher ─► Reflector ─► FIFO (select_fifo) ─pop─► handle_deltas ─┬─► indexer (Store)
+//!                                   ▲  resync tick                       └─► processor ─► handlers
+//!                                   └── only if some handler is due ◄──────── should_resync
+//! ```
+//!
+//! A controller reads objects from [`SharedIndexInformer::indexer`] and hears about changes
+//! through a [`ResourceEventHandler`]: `on_add(obj, is_in_initial_list)`,
+//! `on_update(old, new)` and `on_delete(obj or tombstone)`, all with `Arc<K>`.
+//!
+//! # Invariants
+//! 1. The indexer is written *before* the handlers are notified of that write.
+//! 2. A resync delivers `on_update(x, x)`: the very `Arc` the indexer holds, twice
+//!    (`Arc::ptr_eq(old, new)`). The server is not contacted.
+//! 3. An update whose old and new resourceVersions are equal (a resync, or an unchanged object
+//!    in a relist) reaches only the handlers due for resync (processor I3).
+//! 4. Deltas are never processed while a handler is being added after start (`block_deltas`),
+//!    so a late handler sees every object exactly once: in its replay or as a later event.
+//!
+//! # Concurrency
+//! `block_deltas` (a `parking_lot::Mutex<()>`) is taken by delta processing and by a late
+//! handler registration; both are synchronous. Lock order: FIFO lock (held by Pop around
+//! processing) → `block_deltas` → indexer lock / processor lock, never the reverse.
+//!
+//! # Differences from upstream
+//! - Batch pops (`InOrderInformersBatchProcess`) are not used: deltas are processed one Pop at a
+//!   time. The order of store writes and notifications is the same.
+//! - [`Variant`] keeps deliberately broken informers for the book's detectors.
+
+use std::{sync::Arc, time::Duration};
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::{
+    DeletedFinalStateUnknown, DeltaObject, DeltaType, Deltas, FifoChoice, Object, PopError, Queue,
+    Store, lister_watcher::ListerWatcher, reflector::Reflector, reflector::ReflectorOptions,
+    select_fifo,
+};
+use crate::features::{Feature, FeatureGates};
+
+mod processor;
+#[cfg(test)]
+mod tests;
+
+pub use processor::{HandlerRegistration, MINIMUM_RESYNC_PERIOD, determine_resync_period};
+use processor::{Notification, SharedProcessor, SyncTracker};
+
+/// What `on_delete` receives: the object, or a tombstone for a deletion a relist inferred.
+#[derive(Debug)]
+pub enum DeletedObject<K> {
+    /// The last state of the deleted object, from a watch DELETED event.
+    Object(Arc<K>),
+    /// The object vanished between two lists; `obj` is the last state cached, maybe none.
+    Tombstone(DeletedFinalStateUnknown<K>),
+}
+
+impl<K> Clone for DeletedObject<K> {
+    fn clone(&self) -> Self {
+        match self {
+            DeletedObject::Object(o) => DeletedObject::Object(o.clone()),
+            DeletedObject::Tombstone(t) => DeletedObject::Tombstone(t.clone()),
+        }
+    }
+}
+
+impl<K> DeletedObject<K> {
+    /// The object, unwrapping a tombstone (`None` for a tombstone without one).
+    pub fn object(&self) -> Option<&Arc<K>> {
+        match self {
+            DeletedObject::Object(o) => Some(o),
+            DeletedObject::Tombstone(t) => t.obj.as_ref(),
+        }
+    }
+    /// Whether this came from a tombstone (controller-runtime's `DeleteStateUnknown`).
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self, DeletedObject::Tombstone(_))
+    }
+}
+
+/// A handler of informer notifications (upstream `ResourceEventHandler`). Handlers must not
+/// mutate what they receive: it is the cache's own object.
+pub trait ResourceEventHandler<K>: Send + Sync + 'static {
+    /// An object appeared, from the initial list (`is_in_initial_list`) or later.
+    fn on_add(&self, obj: Arc<K>, is_in_initial_list: bool);
+    /// An object changed, or a resync replayed it (then `old` and `new` are the same `Arc`).
+    fn on_update(&self, old: Arc<K>, new: Arc<K>);
+    /// An object went away.
+    fn on_delete(&self, obj: DeletedObject<K>);
+}
+
+type AddFn<K> = Box<dyn Fn(Arc<K>, bool) + Send + Sync>;
+type UpdateFn<K> = Box<dyn Fn(Arc<K>, Arc<K>) + Send + Sync>;
+type DeleteFn<K> = Box<dyn Fn(DeletedObject<K>) + Send + Sync>;
+
+/// A handler made of closures; a missing one ignores its notifications (upstream
+/// `ResourceEventHandlerFuncs`).
+pub struct HandlerFuncs<K> {
+    add: Option<AddFn<K>>,
+    update: Option<UpdateFn<K>>,
+    delete: Option<DeleteFn<K>>,
+}
+
+impl<K> Default for HandlerFuncs<K> {
+    fn default() -> Self {
+        Self {
+            add: None,
+            update: None,
+            delete: None,
+        }
+    }
+}
+
+impl<K> HandlerFuncs<K> {
+    /// A handler that ignores everything.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets `on_add`.
+    pub fn on_add(mut self, f: impl Fn(Arc<K>, bool) + Send + Sync + 'static) -> Self {
+        self.add = Some(Box::new(f));
+        self
+    }
+    /// Sets `on_update`.
+    pub fn on_update(mut self, f: impl Fn(Arc<K>, Arc<K>) + Send + Sync + 'static) -> Self {
+        self.update = Some(Box::new(f));
+        self
+    }
+    /// Sets `on_delete`.
+    pub fn on_delete(mut self, f: impl Fn(DeletedObject<K>) + Send + Sync + 'static) -> Self {
+        self.delete = Some(Box::new(f));
+        self
+    }
+}
+
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
+    fn on_add(&self, obj: Arc<K>, is_in_initial_list: bool) {
+        if let Some(f) = &self.add {
+            f(obj, is_in_initial_list)
+        }
+    }
+    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
+        if let Some(f) = &self.update {
+            f(old, new)
+        }
+    }
+    fn on_delete(&self, obj: DeletedObject<K>) {
+        if let Some(f) = &self.delete {
+            f(obj)
+        }
+    }
+}
+
+/// Which informer to build. Everything but [`Variant::Faithful`] is **deliberately broken**
+/// and exists only so the book can show its detectors firing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Variant {
+    /// The port of upstream.
+    #[default]
+    Faithful,
+    /// Calls handlers synchronously *before* writing the indexer (breaks I1).
+    HandlersBeforeCache,
+    /// Hands a resync's handlers a deep copy as `new` (breaks I2's same pointer).
+    DeepCopyOnResync,
+    /// Relists from the server on every resync tick instead of replaying the cache.
+    RelistOnResync,
+}
+
+/// How to build an informer.
+#[derive(Debug, Clone)]
+pub struct InformerOptions {
+    /// The default resync period for handlers, and the initial resync check period. Zero:
+    /// never resync, whatever the handlers ask.
+    pub resync_period: Duration,
+    /// The feature gates: they choose the FIFO and the streaming-list mode.
+    pub gates: FeatureGates,
+    /// The object type's name, for the FIFO's name (`"*v1.ConfigMap"`).
+    pub type_name: String,
+    /// Reflector knobs (seed, page size, timeouts). The informer sets the resync fields and
+    /// the streaming-list flag itself.
+    pub reflector: ReflectorOptions,
+    /// Faithful, or one of the broken variants.
+    pub variant: Variant,
+}
+
+impl InformerOptions {
+    /// Default options at the pinned version (Kubernetes 1.36).
+    pub fn new(resync_period: Duration) -> Self {
+        Self {
+            resync_period,
+            gates: FeatureGates::at_minor(36).expect("1.36 is a supported emulation version"),
+            type_name: "object".into(),
+            reflector: ReflectorOptions::default(),
+            variant: Variant::Faithful,
+        }
+    }
+}
+
+/// Errors from handler registration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InformerError {
+    /// Upstream: "handler … was not added to shared informer because it has stopped already".
+    #[error("handler was not added to shared informer because it has stopped already")]
+    Stopped,
+}
+
+struct Lifecycle {
+    started: bool,
+    stopped: bool,
+    resync_check_period: Duration,
+    default_handler_resync_period: Duration,
+}
+
+/// The shared index informer. Build it, add handlers, then `run` it (typically in a spawned
+/// task holding an `Arc`).
+pub struct SharedIndexInformer<K, L> {
+    lw: Arc<L>,
+    indexer: Store<K>,
+    processor: Arc<SharedProcessor<K>>,
+    choice: FifoChoice,
+    options: InformerOptions,
+    lifecycle: Mutex<Lifecycle>,
+    /// Keeps I4.
+    block_deltas: Mutex<()>,
+    synced: SyncTracker,
+}
+
+impl<K, L> SharedIndexInformer<K, L>
+where
+    K: Object + Clone,
+    L: ListerWatcher<K>,
+{
+    /// An informer over `lw`.
+    pub fn new(lw: L, options: InformerOptions) -> Self {
+        let choice = select_fifo(&options.gates);
+        Self {
+            lw: Arc::new(lw),
+            indexer: Store::new().tracking_resource_version(choice.store_tracks_resource_version),
+            processor: Arc::new(SharedProcessor::new()),
+            choice,
+            lifecycle: Mutex::new(Lifecycle {
+                started: false,
+                stopped: false,
+                resync_check_period: options.resync_period,
+                default_handler_resync_period: options.resync_period,
+            }),
+            options,
+            block_deltas: Mutex::new(()),
+            synced: SyncTracker::default(),
+        }
+    }
+
+    /// The cache. Its objects are the very `Arc`s handlers receive; never mutate them.
+    pub fn indexer(&self) -> &Store<K> {
+        &self.indexer
+    }
+
+    /// The FIFO the feature gates selected.
+    pub fn fifo_choice(&self) -> FifoChoice {
+        self.choice
+    }
+
+    /// How often the reflector's resync timer ticks.
+    pub fn resync_check_period(&self) -> Duration {
+        self.lifecycle.lock().resync_check_period
+    }
+
+    /// Every handler's effective resync period, in registration order.
+    pub fn handler_resync_periods(&self) -> Vec<Duration> {
+        self.processor.resync_periods()
+    }
+
+    /// True once the initial list has been processed.
+    pub fn has_synced(&self) -> bool {
+        self.synced.has_synced()
+    }
+
+    /// Resolves once [`SharedIndexInformer::has_synced`] is true.
+    pub async fn wait_synced(&self) {
+        self.synced.wait_synced().await
+    }
+
+    /// Adds a handler with the informer's default resync period.
+    pub fn add_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+    ) -> Result<HandlerRegistration, InformerError> {
+        self.add_event_handler_with_resync(handler, None)
+    }
+
+    /// Adds a handler with its own resync period (upstream `AddEventHandlerWithOptions`):
+    /// below 1 s it is raised to 1 s; below the check period it lowers the check period
+    /// before start, and is raised to it after start.
+    pub fn add_event_handler_with_resync(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        resync: Option<Duration>,
+    ) -> Result<HandlerRegistration, InformerError> {
+        let mut lc = self.lifecycle.lock();
+        if lc.stopped {
+            return Err(InformerError::Stopped);
+        }
+        let mut period = resync.unwrap_or(lc.default_handler_resync_period);
+        if !period.is_zero() {
+            if period < MINIMUM_RESYNC_PERIOD {
+                tracing::warn!(?period, "resyncPeriod is too small; raised to 1s");
+                period = MINIMUM_RESYNC_PERIOD;
+            }
+            if period < lc.resync_check_period {
+                if lc.started {
+                    tracing::warn!(
+                        ?period,
+                        "resyncPeriod is smaller than resyncCheckPeriod and the informer has already started; raised"
+                    );
+                    period = lc.resync_check_period;
+                } else {
+                    lc.resync_check_period = period;
+                    self.processor.resync_check_period_changed(period);
+                }
+            }
+        }
+        let effective = determine_resync_period(period, lc.resync_check_period);
+        let handler: Arc<dyn ResourceEventHandler<K>> = Arc::new(handler);
+        if !lc.started {
+            return Ok(self.processor.add_listener(handler, period, effective));
+        }
+        // A late joiner: pause delta processing, replay the cache to it alone (keeps I4).
+        let _blocked = self.block_deltas.lock();
+        let reg = self.processor.add_listener(handler, period, effective);
+        for obj in self.indexer.list() {
+            self.processor
+                .send_to(reg.id, Notification::Add { obj, initial: true });
+        }
+        if self.synced.has_synced() {
+            reg.tracker.set_upstream_synced();
+        }
+        Ok(reg)
+    }
+
+    /// Removes a handler. Asynchronous, as upstream: notifications already buffered for it may
+    /// still be delivered.
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> bool {
+        let _blocked = self.block_deltas.lock();
+        self.processor.remove(registration.id)
+    }
+
+    /// Runs the informer until `shutdown` completes: the reflector, the delta processing and
+    /// the handlers' tasks. A second call returns at once.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let check_period = {
+            let mut lc = self.lifecycle.lock();
+            if lc.started {
+                tracing::warn!("the informer has already started");
+                return;
+            }
+            lc.started = true;
+            lc.resync_check_period
+        };
+        let fifo = self.choice.build(&self.options.type_name, &self.indexer);
+        self.processor.start_listeners();
+        let processor = self.processor.clone();
+        let mut ropts = self.options.reflector.clone();
+        ropts.resync_period = check_period;
+        ropts.should_resync = Some(Arc::new(move || processor.should_resync(Instant::now())));
+        ropts.use_watch_list = self.options.gates.enabled(Feature::WATCH_LIST_CLIENT);
+        ropts.relist_on_resync = self.options.variant == Variant::RelistOnResync;
+        let reflector = Reflector::new(self.lw.clone(), fifo.clone(), ropts);
+        let process = async {
+            loop {
+                let popped = fifo.pop(|d, initial| self.handle_deltas(d, initial)).await;
+                match popped {
+                    Err(PopError::Closed) => return,
+                    Err(PopError::Process(e)) => tracing::error!(error = %e, "processing deltas"),
+                    Ok(_) => {}
+                }
+                if fifo.has_synced() {
+                    self.mark_synced();
+                }
+            }
+        };
+        let synced = async {
+            fifo.wait_synced().await;
+            self.mark_synced();
+            futures::future::pending::<()>().await
+        };
+        tokio::select! {
+            _ = shutdown => {}
+            _ = reflector.run(futures::future::pending()) => {}
+            _ = process => {}
+            _ = synced => {}
+        }
+        fifo.close();
+        self.processor.stop();
+        self.lifecycle.lock().stopped = true;
+    }
+
+    fn mark_synced(&self) {
+        if !self.synced.has_synced() {
+            self.synced.set_upstream_synced();
+            self.processor.set_upstream_synced();
+        }
+    }
+
+    /// upstream `processDeltas`: write the indexer, then notify (keeps I1).
+    fn handle_deltas(&self, deltas: &Deltas<K>, initial: bool) -> Result<(), super::KeyError> {
+        let _blocked = self.block_deltas.lock();
+        for d in deltas.iter() {
+            match (d.delta_type, &d.object) {
+                (
+                    DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated,
+                    DeltaObject::Object(obj),
+                ) => self.upsert(obj.clone(), initial)?,
+                (DeltaType::Deleted, obj) => {
+                    let deleted = match obj {
+                        DeltaObject::Tombstone(t) => DeletedObject::Tombstone(t.clone()),
+                        DeltaObject::Object(o) => DeletedObject::Object(o.clone()),
+                        _ => continue,
+                    };
+                    let broken = self.options.variant == Variant::HandlersBeforeCache;
+                    if broken {
+                        self.processor
+                            .deliver_now(Notification::Delete(deleted.clone()));
+                    }
+                    match &deleted {
+                        DeletedObject::Object(o) => self.indexer.delete(o)?,
+                        DeletedObject::Tombstone(t) => self.indexer.delete_by_key(&t.key),
+                    }
+                    if !broken {
+                        self.notify(Notification::Delete(deleted));
+                    }
+                }
+                (DeltaType::ReplacedAll, DeltaObject::ReplacedAll(info)) => {
+                    let mut keep = std::collections::BTreeSet::new();
+                    let mut pairs = Vec::with_capacity(info.objects.len());
+                    for o in &info.objects {
+                        keep.insert(self.indexer.key_of(o)?);
+                        pairs.push((self.indexer.get(o)?, o.clone()));
+                    }
+                    let deletions: Vec<_> = self
+                        .indexer
+                        .list_keys()
+                        .into_iter()
+                        .filter(|k| !keep.contains(k))
+                        .map(|key| DeletedFinalStateUnknown {
+                            obj: self.indexer.get_by_key(&key),
+                            key,
+                        })
+                        .collect();
+                    self.indexer
+                        .replace(info.objects.clone(), &info.resource_version)?;
+                    for t in deletions {
+                        self.notify(Notification::Delete(DeletedObject::Tombstone(t)));
+                    }
+                    for (old, new) in pairs {
+                        match old {
+                            Some(old) => self.notify(Notification::Update { old, new }),
+                            None => self.notify(Notification::Add { obj: new, initial }),
+                        }
+                    }
+                }
+                (DeltaType::SyncAll, _) => {
+                    for obj in self.indexer.list() {
+                        self.notify(Notification::Update {
+                            old: obj.clone(),
+                            new: obj,
+                        });
+                    }
+                    break;
+                }
+                (DeltaType::Bookmark, DeltaObject::Bookmark(b)) => {
+                    self.indexer.bookmark(&b.resource_version)
+                }
+                (t, _) => tracing::error!(delta_type = %t, "unexpected delta object"),
+            }
+        }
+        Ok(())
+    }
+
+    fn upsert(&self, obj: Arc<K>, initial: bool) -> Result<(), super::KeyError> {
+        let n = match self.indexer.get(&obj)? {
+            Some(old) => Notification::Update {
+                old,
+                new: obj.clone(),
+            },
+            None => Notification::Add {
+                obj: obj.clone(),
+                initial,
+            },
+        };
+        if self.options.variant == Variant::HandlersBeforeCache {
+            self.processor.deliver_now(n);
+            return self.indexer.update(obj);
+        }
+        self.indexer.update(obj)?;
+        self.notify(n);
+        Ok(())
+    }
+
+    /// upstream's informer `OnAdd`/`OnUpdate`/`OnDelete`: an update with an unchanged
+    /// resourceVersion is a sync, for due handlers only (keeps I3).
+    fn notify(&self, n: Notification<K>) {
+        let n = match n {
+            Notification::Update { old, new }
+                if self.options.variant == Variant::DeepCopyOnResync && Arc::ptr_eq(&old, &new) =>
+            {
+                Notification::Update {
+                    new: Arc::new((*new).clone()),
+                    old,
+                }
+            }
+            n => n,
+        };
+        let sync = match &n {
+            Notification::Update { old, new } => {
+                old.meta().resource_version == new.meta().resource_version
+            }
+            _ => false,
+        };
+        self.processor.distribute(n, sync);
+    }
+}
