@@ -19,14 +19,18 @@
 //!   reflector, the shared informer and their list-then-watch source (client-go).
 //! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
+//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
+//! - [`resources`]: the book's custom resource, `Widget`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod apiserver;
 pub mod band;
 pub mod cache;
 pub mod controller;
 pub mod features;
 pub mod lab;
+pub mod resources;
 pub mod site;
 pub mod snap;
 pub mod workqueue;

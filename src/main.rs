@@ -5,7 +5,7 @@ use std::{panic, path::PathBuf, time::Instant};
 
 use anyhow::bail;
 use clap::{Parser, Subcommand};
-use controlloop::{lab, site};
+use controlloop::{apiserver, lab, site};
 
 /// Runs every experiment the book shows, then builds the book as a website.
 #[derive(Parser)]
@@ -32,6 +32,13 @@ enum Command {
     },
     /// List the experiments and the chapters that show them.
     List,
+    /// Run the embedded Kubernetes API server in the foreground, logging every request.
+    /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
+    Apiserver {
+        /// The port to listen on (127.0.0.1 only).
+        #[arg(long, default_value_t = 8001)]
+        port: u16,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +51,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Run { names }) => run_experiments(&names),
+        Some(Command::Apiserver { port }) => run_apiserver(port),
         Some(Command::Site) => finish(build_site()?, cli.serve, cli.port),
         None => {
             run_experiments(&[])?;
@@ -86,6 +94,32 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Serves the embedded API server until Ctrl-C, logging method, path, query and status.
+fn run_apiserver(port: u16) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "controlloop::apiserver=info".into()),
+        )
+        .init();
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let options = apiserver::ServerOptions {
+            port,
+            ..Default::default()
+        };
+        let server = apiserver::ApiServer::start_with(options).await?;
+        println!(
+            "embedded API server (Kubernetes {}) at {}; try: kubectl --server {} get configmaps -w",
+            apiserver::KUBERNETES_VERSION,
+            server.url(),
+            server.url()
+        );
+        tokio::signal::ctrl_c().await?;
+        server.shutdown().await;
+        Ok(())
+    })
 }
 
 fn build_site() -> anyhow::Result<PathBuf> {

@@ -1,0 +1,127 @@
+//! Discovery documents: how clients learn which resources exist and where.
+//!
+//! Follows the apiserver's legacy (unaggregated) discovery endpoints: `/version`, `/api`,
+//! `/api/v1`, `/apis`, `/apis/{group}` and `/apis/{group}/{version}`. Every client still
+//! understands these; kubectl asks for the aggregated form first and falls back to them when
+//! the answer's content type is plain `application/json`.
+
+use serde_json::{Value, json};
+
+use super::kinds::{KINDS, Kind};
+
+/// The Kubernetes version the server reports: the modelled minor (k8s-openapi `v1_36`).
+pub const KUBERNETES_VERSION: &str = "v1.36.0";
+
+fn resources(group: &str, version: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for k in KINDS
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+    {
+        out.push(json!({
+            "name": k.plural,
+            "singularName": k.singular,
+            "namespaced": true,
+            "kind": k.kind,
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "shortNames": k.short_names,
+        }));
+        if k.status_subresource {
+            out.push(json!({
+                "name": format!("{}/status", k.plural),
+                "singularName": "",
+                "namespaced": true,
+                "kind": k.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    out
+}
+
+fn groups() -> Vec<&'static Kind> {
+    let mut seen: Vec<&'static Kind> = Vec::new();
+    for k in KINDS.iter().filter(|k| !k.group.is_empty()) {
+        if !seen.iter().any(|s| s.group == k.group) {
+            seen.push(k);
+        }
+    }
+    seen
+}
+
+fn group_doc(k: &Kind) -> Value {
+    let gv = json!({"groupVersion": k.api_version(), "version": k.version});
+    json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// The discovery document at `path`, or `None` if `path` is not a discovery path.
+pub(crate) fn document(segments: &[&str], server_address: &str) -> Option<Value> {
+    Some(match segments {
+        ["version"] => {
+            let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap_or_default();
+            json!({
+                "major": "1",
+                "minor": minor,
+                "gitVersion": format!("{KUBERNETES_VERSION}+controlloop"),
+                "gitCommit": "",
+                "gitTreeState": "clean",
+                "buildDate": "1970-01-01T00:00:00Z",
+                "goVersion": "none (controlloop's embedded API server)",
+                "compiler": "rustc",
+                "platform": "linux/amd64",
+            })
+        }
+        ["api"] => json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+        }),
+        ["api", "v1"] => json!({
+            "kind": "APIResourceList",
+            "groupVersion": "v1",
+            "resources": resources("", "v1"),
+        }),
+        ["apis"] => json!({
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": groups().into_iter().map(group_doc).collect::<Vec<_>>(),
+        }),
+        ["apis", g] => {
+            let k = groups().into_iter().find(|k| k.group == *g)?;
+            let mut d = group_doc(k);
+            d["kind"] = json!("APIGroup");
+            d["apiVersion"] = json!("v1");
+            d
+        }
+        ["apis", g, v] if KINDS.iter().any(|k| k.group == *g && k.version == *v) => json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": format!("{g}/{v}"),
+            "resources": resources(g, v),
+        }),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_served_resource_is_discoverable() {
+        let core = document(&["api", "v1"], "x").unwrap();
+        assert_eq!(core["resources"][0]["name"], "configmaps");
+        let groups = document(&["apis"], "x").unwrap();
+        assert_eq!(groups["groups"][0]["name"], "lab.controlloop.dev");
+        let lab = document(&["apis", "lab.controlloop.dev", "v1"], "x").unwrap();
+        let names: Vec<_> = lab["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].clone())
+            .collect();
+        assert_eq!(names, ["widgets", "widgets/status"]);
+        assert!(document(&["apis", "nope", "v1"], "x").is_none());
+        assert_eq!(document(&["version"], "x").unwrap()["minor"], "36");
+    }
+}

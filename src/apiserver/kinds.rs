@@ -1,0 +1,299 @@
+//! The resources the server serves, and how each one's objects are decoded and validated.
+//!
+//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`) decodes
+//! strictly into its Go type (a type error is a 400 from the decoder), a custom resource
+//! (`Widget`) is checked against its structural schema (a type error is a 422) and pruned of
+//! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
+//! unknown fields exactly as pruning does.
+
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use super::errors::ApiError;
+use crate::resources::Widget;
+use k8s_openapi::api::core::v1::ConfigMap;
+
+/// One resource the server serves.
+#[derive(Debug)]
+pub(crate) struct Kind {
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub short_names: &'static [&'static str],
+    /// The `/status` subresource: the main endpoint ignores `status`, `/status` writes only it.
+    pub status_subresource: bool,
+    /// `metadata.generation` is kept (starts at 1, bumps when the spec changes).
+    pub tracks_generation: bool,
+    /// An update without `metadata.resourceVersion` is allowed (no optimistic concurrency).
+    pub unconditional_update: bool,
+    /// Strategic merge patch is accepted (built-in kinds only, as upstream).
+    pub strategic_merge: bool,
+    /// Decodes a body into the typed object and back, dropping unknown fields.
+    round_trip: fn(Value) -> Result<Value, String>,
+    /// A decode failure is 422 (schema validation) rather than 400 (decoder).
+    pub decode_error_is_invalid: bool,
+}
+
+/// Index of ConfigMaps in [`KINDS`].
+#[cfg(test)]
+pub(crate) const CONFIGMAPS: usize = 0;
+/// Index of Widgets in [`KINDS`].
+#[cfg(test)]
+pub(crate) const WIDGETS: usize = 1;
+
+fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+/// Every resource the server serves, indexed by the constants above.
+pub(crate) static KINDS: [Kind; 2] = [
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        singular: "configmap",
+        short_names: &["cm"],
+        status_subresource: false,
+        tracks_generation: false,
+        unconditional_update: true,
+        strategic_merge: true,
+        round_trip: round_trip::<ConfigMap>,
+        decode_error_is_invalid: false,
+    },
+    Kind {
+        group: "lab.controlloop.dev",
+        version: "v1",
+        kind: "Widget",
+        plural: "widgets",
+        singular: "widget",
+        short_names: &["wd"],
+        status_subresource: true,
+        tracks_generation: true,
+        unconditional_update: false,
+        strategic_merge: false,
+        round_trip: round_trip::<Widget>,
+        decode_error_is_invalid: true,
+    },
+];
+
+impl Kind {
+    /// `v1` or `group/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Finds a served resource by group, version and plural.
+    pub fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
+        KINDS
+            .iter()
+            .position(|k| k.group == group && k.version == version && k.plural == plural)
+    }
+
+    /// Checks a request body against the path and this kind, and returns it normalised:
+    /// `apiVersion`, `kind` and `metadata.namespace` set, unknown fields dropped,
+    /// server-owned metadata the client may not write removed. Nothing is stored.
+    pub fn prepare(
+        &self,
+        namespace: &str,
+        path_name: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let Value::Object(mut map) = body else {
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
+        };
+        let want_av = self.api_version();
+        for (field, want) in [("apiVersion", want_av.as_str()), ("kind", self.kind)] {
+            match map.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == want => {}
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "{field} {other} in the body does not match {want:?}, which the path serves"
+                    )));
+                }
+            }
+            map.insert(field.into(), Value::String(want.into()));
+        }
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Value::Object(meta) = meta else {
+            return Err(ApiError::bad_request("metadata must be an object"));
+        };
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {}
+            Some(ns) if ns == namespace => {}
+            Some(ns) => {
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the object ({ns}) does not match the namespace of the request ({namespace})"
+                )));
+            }
+        }
+        meta.insert("namespace".into(), Value::String(namespace.into()));
+        if let Some(path_name) = path_name {
+            match meta.get("name").and_then(Value::as_str) {
+                None | Some("") => {
+                    meta.insert("name".into(), Value::String(path_name.into()));
+                }
+                Some(n) if n == path_name => {}
+                Some(n) => {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({n}) does not match the name in the path ({path_name})"
+                    )));
+                }
+            }
+        }
+        meta.remove("managedFields");
+        meta.remove("selfLink");
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let value = (self.round_trip)(Value::Object(map)).map_err(|e| {
+            if self.decode_error_is_invalid {
+                ApiError::invalid(self.group, self.kind, &name, &[("body", e)])
+            } else {
+                ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
+            }
+        })?;
+        self.validate(&name, &value)?;
+        Ok(value)
+    }
+
+    /// Field validation that yields 422 Invalid, as the resource's strategy would.
+    fn validate(&self, name: &str, v: &Value) -> Result<(), ApiError> {
+        let mut causes: Vec<(&str, String)> = Vec::new();
+        if !name.is_empty() && !is_dns_subdomain(name) {
+            causes.push((
+                "metadata.name",
+                format!("{name:?} must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')"),
+            ));
+        }
+        if let Some(labels) = v["metadata"]["labels"].as_object() {
+            for (k, val) in labels {
+                if !is_qualified_name(k) {
+                    causes.push((
+                        "metadata.labels",
+                        format!("key {k:?} is not a valid label key"),
+                    ));
+                }
+                if !is_label_value(val.as_str().unwrap_or_default()) {
+                    causes.push((
+                        "metadata.labels",
+                        format!("value {val} is not a valid label value"),
+                    ));
+                }
+            }
+        }
+        if self.kind == "ConfigMap" {
+            for field in ["data", "binaryData"] {
+                for k in v[field].as_object().into_iter().flatten().map(|(k, _)| k) {
+                    let ok = !k.is_empty()
+                        && k.len() <= 253
+                        && k.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+                    if !ok {
+                        causes.push(("data", format!("key {k:?} is not a valid config key")));
+                    }
+                }
+            }
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(self.group, self.kind, name, &causes))
+        }
+    }
+}
+
+/// A lowercase RFC 1123 subdomain: what object names must be.
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+fn is_label_value(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+}
+
+fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.is_none_or(is_dns_subdomain) && !name.is_empty() && is_label_value(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prepare_fills_type_and_namespace_and_drops_unknown_fields() {
+        let v = KINDS[CONFIGMAPS]
+            .prepare(
+                "ns1",
+                None,
+                json!({"metadata": {"name": "a"}, "data": {"k": "v"}, "bogus": 1}),
+            )
+            .unwrap();
+        assert_eq!(v["kind"], "ConfigMap");
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["metadata"]["namespace"], "ns1");
+        assert!(v.get("bogus").is_none());
+    }
+
+    #[test]
+    fn a_type_error_is_400_for_a_builtin_and_422_for_a_custom_resource() {
+        let cm =
+            KINDS[CONFIGMAPS].prepare("d", None, json!({"metadata": {"name": "a"}, "data": 5}));
+        assert_eq!(cm.unwrap_err().code, 400);
+        let w = KINDS[WIDGETS].prepare(
+            "d",
+            None,
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": "x"}}),
+        );
+        assert_eq!(w.unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn names_and_labels_are_validated() {
+        assert!(is_dns_subdomain("a.b-c"));
+        assert!(!is_dns_subdomain("A"));
+        assert!(!is_dns_subdomain("-a"));
+        assert!(is_qualified_name("app.kubernetes.io/name"));
+        assert!(!is_qualified_name("/x"));
+        assert!(is_label_value(""));
+        assert!(!is_label_value("-x"));
+        let e = KINDS[CONFIGMAPS]
+            .prepare("d", None, json!({"metadata": {"name": "Bad_Name"}}))
+            .unwrap_err();
+        assert_eq!(e.code, 422);
+    }
+}

@@ -1,0 +1,422 @@
+//! An embedded Kubernetes API server that speaks the real wire protocol.
+//!
+//! Follows kube-apiserver as a client sees it (`k8s.io/apiserver/pkg/endpoints`,
+//! `pkg/storage/etcd3`): REST paths, JSON bodies, `Status` errors, one etcd-like revision
+//! counter as `resourceVersion`, and chunked watch streams. It is the other end of the wire:
+//! it shares only Kubernetes types with the rest of the crate and imports nothing from the
+//! client side, so any client (kube-rs, client-go, kubectl) can talk to it.
+//!
+//! Two ways in, one router:
+//!
+//! ```text
+//!   ApiServer::start()  ──►  127.0.0.1:PORT (hyper) ─┐
+//!                                                    ├──►  router ──► storage (one mutex)
+//!   Cluster::in_process_client() ── tower Service ───┘                  │
+//!                                                                      └─► watch signal
+//! ```
+//!
+//! - Over HTTP, for real-clock runs and real clients:
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use controlloop::apiserver::ApiServer;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//!
+//! let server = ApiServer::start().await.unwrap();
+//! let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("hello".into());
+//! let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+//! assert_eq!(created.metadata.resource_version.as_deref(), Some("2"));
+//! server.shutdown().await;
+//! # });
+//! ```
+//!
+//! - In-process, through the same router as a tower `Service` behind `kube::Client::new`,
+//!   which works under tokio's paused clock (a real socket does not: while a request is on
+//!   the wire the runtime looks idle and the paused clock jumps ahead):
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
+//! #     .build().unwrap().block_on(async {
+//! use controlloop::apiserver::Cluster;
+//! use controlloop::resources::{Widget, WidgetSpec};
+//! use kube::api::{Api, PostParams};
+//!
+//! let cluster = Cluster::new(Default::default());
+//! let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
+//! let w = Widget::new("w", WidgetSpec { replicas: 1, color: None });
+//! let w = widgets.create(&PostParams::default(), &w).await.unwrap();
+//! assert_eq!(w.metadata.generation, Some(1));
+//! # });
+//! ```
+//!
+//! # Invariants
+//! 1. Every write takes the storage lock once, checks, commits and then publishes the new
+//!    head on the watch signal; watchers read events from storage history, never from the
+//!    writer (storage I1–I4, watch I1–I3).
+//! 2. No lock is held across an await.
+//!
+//! # Concurrency
+//! `Shared::storage` (a `parking_lot::Mutex`) guards objects, revisions and history. The
+//! request log and the fault switch have their own small mutexes. Watchers wait on a
+//! `tokio::sync::watch` channel carrying the head revision and the close/bookmark epochs.
+//!
+//! # Differences from upstream
+//! - No authentication, admission, field management (apply is a merge patch that creates if
+//!   missing), protobuf, tables, dry-run or watch cache; see each module for its own list.
+//! - A name or namespace in the body that differs from the path is a 400 BadRequest, as the
+//!   real handlers answer; 422 Invalid is for objects that fail validation (missing or
+//!   malformed name, bad labels, schema type errors, an update without resourceVersion on a
+//!   custom resource).
+
+mod controls;
+mod discovery;
+mod errors;
+pub mod fake;
+mod handlers;
+mod kinds;
+mod protobuf;
+mod selector;
+mod storage;
+mod watch;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use controls::{Failure, RequestRecord};
+pub use discovery::KUBERNETES_VERSION;
+pub use errors::ApiError;
+pub use storage::EventType;
+pub use watch::INITIAL_EVENTS_END;
+
+use kinds::{KINDS, Kind};
+use storage::{INITIAL_REVISION, Storage};
+
+/// How the server is set up. `Default` is what a test wants.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Port to bind on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Events kept for watch resumption and consistent pages; older ones are compacted.
+    pub history: usize,
+    /// Largest accepted request body (upstream: 3 MiB).
+    pub max_body_bytes: usize,
+    /// Period of the bookmarks sent to watches that allow them (upstream: about 1 min).
+    pub bookmark_interval: Duration,
+    /// Wall-clock time of server start for `creationTimestamp`; later times add tokio time,
+    /// so under a paused clock timestamps are reproducible. `None`: the system clock.
+    pub epoch: Option<Timestamp>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            port: 0,
+            history: 10_000,
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(60),
+            epoch: None,
+        }
+    }
+}
+
+/// What watchers wait on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Signal {
+    /// The newest revision.
+    head: u64,
+    /// Bumped by `close_watches`: every watch open at the time ends.
+    closes: u64,
+    /// Bumped by `send_bookmarks`: every watch allowing bookmarks gets one.
+    bookmarks: u64,
+}
+
+/// State shared by the router, the watchers and the handles.
+pub(crate) struct Shared {
+    storage: Mutex<Storage>,
+    signal: tokio::sync::watch::Sender<Signal>,
+    options: ServerOptions,
+    /// Why a separate mutex: the log is appended after every response and read by tests,
+    /// and must never wait for a storage write.
+    log: Mutex<Vec<RequestRecord>>,
+    faults: Mutex<controls::Faults>,
+    /// `host:port` for the `/api` discovery document; empty in-process.
+    address: Mutex<String>,
+    epoch: Timestamp,
+    started: tokio::time::Instant,
+}
+
+/// The embedded cluster: storage, watch hub, router and test controls, without a socket.
+///
+/// Cheap to clone; every clone is the same cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("resource_version", &self.resource_version())
+            .finish()
+    }
+}
+
+fn kind_of<K: kube::Resource<DynamicType = ()>>() -> Result<usize, ApiError> {
+    Kind::find(&K::group(&()), &K::version(&()), &K::plural(&())).ok_or_else(|| {
+        ApiError::bad_request(format!("the server does not serve {}", K::plural(&())))
+    })
+}
+
+impl Cluster {
+    /// A new, empty cluster (revision 1, like a fresh etcd).
+    pub fn new(options: ServerOptions) -> Self {
+        let (signal, _) = tokio::sync::watch::channel(Signal {
+            head: INITIAL_REVISION,
+            ..Signal::default()
+        });
+        Cluster {
+            shared: Arc::new(Shared {
+                storage: Mutex::new(Storage::new(options.history)),
+                signal,
+                epoch: options.epoch.unwrap_or_else(Timestamp::now),
+                options,
+                log: Mutex::new(Vec::new()),
+                faults: Mutex::new(controls::Faults::default()),
+                address: Mutex::new(String::new()),
+                started: tokio::time::Instant::now(),
+            }),
+        }
+    }
+
+    /// The router, usable as a tower `Service` or served by hyper.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .fallback(handlers::entry)
+            .with_state(self.clone())
+    }
+
+    /// A `kube::Client` that calls the router in-process: no socket, works under paused time.
+    pub fn in_process_client(&self) -> kube::Client {
+        kube::Client::new(self.router(), "default")
+    }
+
+    fn now(&self) -> Timestamp {
+        let elapsed = tokio::time::Instant::now() - self.shared.started;
+        let d = SignedDuration::try_from(elapsed).unwrap_or(SignedDuration::ZERO);
+        let t = self
+            .shared
+            .epoch
+            .checked_add(d)
+            .unwrap_or(self.shared.epoch);
+        // metav1.Time has whole seconds on the wire.
+        Timestamp::from_second(t.as_second()).unwrap_or(t)
+    }
+
+    /// Runs one storage write and publishes the new head (keeps I1).
+    fn write<T>(&self, f: impl FnOnce(&mut Storage) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let (out, head) = {
+            let mut st = self.shared.storage.lock();
+            let out = f(&mut st)?;
+            (out, st.head())
+        };
+        self.shared.signal.send_if_modified(|s| {
+            let moved = s.head != head;
+            s.head = head;
+            moved
+        });
+        Ok(out)
+    }
+
+    /// The newest resourceVersion (etcd's revision). An empty cluster is at 1.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.storage.lock().head()
+    }
+
+    /// Every request answered so far, oldest first.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.log.lock().clone()
+    }
+
+    /// Empties the request log.
+    pub fn clear_requests(&self) {
+        self.shared.log.lock().clear();
+    }
+
+    /// The next `n` writes happen, and take revisions, but no watcher sees their events.
+    pub fn drop_next_events(&self, n: u64) {
+        self.shared.storage.lock().drop_next_events(n);
+    }
+
+    /// Ends every open watch stream cleanly, as an apiserver restart or a load balancer does.
+    pub fn close_watches(&self) {
+        self.shared.signal.send_modify(|s| s.closes += 1);
+    }
+
+    /// Sends a BOOKMARK now to every open watch that allows them.
+    pub fn send_bookmarks(&self) {
+        self.shared.signal.send_modify(|s| s.bookmarks += 1);
+    }
+
+    /// Compacts all history: watches and continue tokens from older revisions get 410.
+    /// Open watchers that are behind get an ERROR 410 event. Returns the compacted revision.
+    pub fn compact(&self) -> u64 {
+        let rv = self.shared.storage.lock().compact();
+        self.shared.signal.send_modify(|_| {});
+        rv
+    }
+
+    /// Writes `obj` (create or replace, no resourceVersion check) without any watch event.
+    /// The write takes a revision, so a relist sees it; a resync of a cache cannot.
+    pub fn silent_write<K>(&self, obj: &K) -> Result<K, ApiError>
+    where
+        K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let kind = kind_of::<K>()?;
+        let value = serde_json::to_value(obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let ns = value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let prepared = KINDS[kind].prepare(&ns, None, value)?;
+        let now = self.now();
+        let stored = self.write(|st| st.silent_write(kind, prepared, now))?;
+        serde_json::from_value(stored.value.clone())
+            .map_err(|e| ApiError::bad_request(e.to_string()))
+    }
+
+    /// Fails the next `n` resource requests (discovery is exempt) with 429 or 500 and a
+    /// `Retry-After` of `retry_after_secs`.
+    pub fn fail_next_requests(&self, n: usize, failure: Failure, retry_after_secs: u64) {
+        self.shared
+            .faults
+            .lock()
+            .fail_next(n, failure, retry_after_secs);
+    }
+
+    /// Delays the next `n` resource requests by `delay` (tokio time) before answering.
+    pub fn slow_next_requests(&self, n: usize, delay: Duration) {
+        self.shared.faults.lock().slow_next(n, delay);
+    }
+
+    /// The number of `kind` objects stored, for checks that a rejected request changed nothing.
+    pub fn object_count<K: kube::Resource<DynamicType = ()>>(&self) -> usize {
+        let Ok(kind) = kind_of::<K>() else { return 0 };
+        let st = self.shared.storage.lock();
+        st.list(kind, None, None, None, None, &|_| true)
+            .map(|p| p.items.len())
+            .unwrap_or(0)
+    }
+}
+
+/// A running API server on 127.0.0.1, with the test controls of its [`Cluster`].
+#[derive(Debug)]
+pub struct ApiServer {
+    cluster: Cluster,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl std::ops::Deref for ApiServer {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+impl ApiServer {
+    /// Starts a server on an ephemeral port with default options.
+    pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(ServerOptions::default()).await
+    }
+
+    /// Starts a server with `options`.
+    pub async fn start_with(options: ServerOptions) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
+        let addr = listener.local_addr()?;
+        let cluster = Cluster::new(options);
+        *cluster.shared.address.lock() = addr.to_string();
+        let (stop, stopped) = oneshot::channel();
+        let router = cluster.router();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(ApiServer {
+            cluster,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kube `Config` for this server, to adjust (e.g. `default_retry = false`) before
+    /// building a client with `kube::Client::try_from`.
+    pub fn config(&self) -> kube::Config {
+        kube::Config::new(self.url().parse().expect("a valid URL"))
+    }
+
+    /// A ready `kube::Client` over HTTP, with kube's default settings.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config()).expect("a plain-HTTP client always builds")
+    }
+
+    /// The cluster behind the server (also reachable through `Deref`).
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Ends open watches, stops accepting connections and waits for in-flight requests.
+    pub async fn shutdown(mut self) {
+        self.stop_now();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Serves until the task ends (used by `controlloop apiserver`).
+    pub async fn wait(mut self) -> std::io::Result<()> {
+        match self.task.take() {
+            Some(task) => task.await.map_err(std::io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+
+    fn stop_now(&mut self) {
+        self.cluster.close_watches();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}

@@ -1,0 +1,112 @@
+//! Helpers shared by the `apiserver_*` test files.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use controlloop::apiserver::ApiServer;
+use controlloop::resources::{Widget, WidgetSpec};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams, WatchEvent};
+
+/// Real-clock tests never sleep; they wait for an event, at most this long.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Awaits `fut`, failing with `hang` (the suspected cause) if it takes longer than [`WAIT`].
+pub async fn within<T>(hang: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?}: {hang}"))
+}
+
+/// A ConfigMap with the given name, labels and one data entry.
+pub fn cm(name: &str, labels: &[(&str, &str)], value: &str) -> ConfigMap {
+    let mut c = ConfigMap::default();
+    c.metadata.name = Some(name.into());
+    if !labels.is_empty() {
+        c.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        );
+    }
+    c.data = Some([("v".to_string(), value.to_string())].into());
+    c
+}
+
+/// A Widget with the given name and replica count.
+pub fn widget(name: &str, replicas: i32) -> Widget {
+    Widget::new(
+        name,
+        WidgetSpec {
+            replicas,
+            color: None,
+        },
+    )
+}
+
+/// The ConfigMaps API of `ns` on `server`.
+pub fn cms(server: &ApiServer, ns: &str) -> Api<ConfigMap> {
+    Api::namespaced(server.client(), ns)
+}
+
+/// Creates a ConfigMap and returns it as stored.
+pub async fn create(api: &Api<ConfigMap>, c: &ConfigMap) -> ConfigMap {
+    within(
+        "create never answered",
+        api.create(&PostParams::default(), c),
+    )
+    .await
+    .expect("create failed")
+}
+
+/// The next watch event, as `(type, name, resourceVersion)`; bookmarks have an empty name.
+pub async fn next_event<S>(stream: &mut S, hang: &str) -> (String, String, String)
+where
+    S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    let ev = within(hang, stream.next())
+        .await
+        .unwrap_or_else(|| panic!("the watch ended: {hang}"))
+        .expect("watch event failed to decode");
+    summarize(ev)
+}
+
+/// `(type, name, resourceVersion)` of an event; an ERROR gives `("ERROR", reason, code)`.
+pub fn summarize(ev: WatchEvent<ConfigMap>) -> (String, String, String) {
+    let obj = |ty: &str, c: ConfigMap| {
+        (
+            ty.to_string(),
+            c.metadata.name.unwrap_or_default(),
+            c.metadata.resource_version.unwrap_or_default(),
+        )
+    };
+    match ev {
+        WatchEvent::Added(c) => obj("ADDED", c),
+        WatchEvent::Modified(c) => obj("MODIFIED", c),
+        WatchEvent::Deleted(c) => obj("DELETED", c),
+        WatchEvent::Bookmark(b) => {
+            let end = b
+                .metadata
+                .annotations
+                .contains_key("k8s.io/initial-events-end");
+            let ty = if end {
+                "BOOKMARK(initial-events-end)"
+            } else {
+                "BOOKMARK"
+            };
+            (ty.to_string(), String::new(), b.metadata.resource_version)
+        }
+        WatchEvent::Error(e) => ("ERROR".into(), e.reason, e.code.to_string()),
+    }
+}
+
+/// Starts a server, failing the test if it cannot bind.
+pub async fn server() -> ApiServer {
+    within("the server never started", ApiServer::start())
+        .await
+        .expect("bind 127.0.0.1")
+}
