@@ -5,6 +5,8 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod burst;
+
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
 pub struct Experiment {
@@ -19,5 +21,16 @@ pub struct Experiment {
 
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
-    vec![]
+    vec![
+        Experiment {
+            name: "ch06_virtual",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_virtual,
+        },
+        Experiment {
+            name: "ch06_real",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_real,
+        },
+    ]
 }
