@@ -47,7 +47,10 @@ pub const REAL_CONVERGE_OVERHEAD_MS: Band<f64> = Band::new(
 /// Every band above, by name (the `f64` view of integer bands).
 pub const ALL: &[(&str, Band<f64>)] = &[
     ("REAL_RECONCILE_RATIO", REAL_RECONCILE_RATIO),
-    ("REAL_COLLAPSE_AT_OR_BELOW_GAP", REAL_COLLAPSE_AT_OR_BELOW_GAP),
+    (
+        "REAL_COLLAPSE_AT_OR_BELOW_GAP",
+        REAL_COLLAPSE_AT_OR_BELOW_GAP,
+    ),
     (
         "REAL_ESSAY_RECONCILES",
         Band::new(

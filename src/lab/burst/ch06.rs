@@ -184,7 +184,11 @@ pub fn cost_plot(reports: &[Report], write: bool) -> std::io::Result<bool> {
 /// Everything the chapter shows under virtual time (the `cargo run` experiment).
 pub fn run_virtual() {
     essay_virtual();
-    assert_eq!(repeated_virtual(10).len(), 1, "virtual time must repeat exactly");
+    assert_eq!(
+        repeated_virtual(10).len(),
+        1,
+        "virtual time must repeat exactly"
+    );
     let cost = sweep(Sweep::Cost, Clock::Virtual);
     cost_plot(&cost, true).expect("write the plot");
     sweep(Sweep::Writes, Clock::Virtual);

@@ -41,13 +41,11 @@ mod variants;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
 
-use crate::cache::shared_informer::{InformerOptions, SharedIndexInformer};
 pub use crate::controller::Controller;
 pub use report::{Report, Table, millis as report_millis};
-pub use rig::{Backend, Burst, Observation, Recorder, RigError, Target};
+pub use rig::{Backend, Burst, Fixture, Observation, Recorder, RigError, Target};
 pub use variants::{Running, Variant};
 
 /// Which clock a run uses.
@@ -181,25 +179,11 @@ pub async fn run_async(params: &Params) -> Result<Report, BurstError> {
     if params.writes == 0 {
         return Err(BurstError::NoWrites);
     }
-    let target = Target::start(&params.backend).await?;
-    target.create(rig::OBJECT, 0).await?;
-    let informer = std::sync::Arc::new(SharedIndexInformer::<ConfigMap, _>::new(
-        target.api(),
-        InformerOptions::new(Duration::ZERO),
-    ));
+    let mut fixture = rig::Fixture::new(&params.backend).await?;
+    fixture.target.create(rig::OBJECT, 0).await?;
     let recorder = Recorder::new();
-    let running = Running::start(params, &informer, recorder.clone())?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let informer_task = {
-        let informer = informer.clone();
-        tokio::spawn(async move {
-            informer
-                .run(async {
-                    let _ = stop_rx.await;
-                })
-                .await
-        })
-    };
+    let running = Running::start(params, &fixture.informer, recorder.clone())?;
+    fixture.run_informer();
     // Settle on the initial value 0 before the storm starts.
     let settle_limit = Duration::from_secs(30);
     wait_until(settle_limit, || {
@@ -210,7 +194,13 @@ pub async fn run_async(params: &Params) -> Result<Report, BurstError> {
     let before = running.counters();
     let seen_before = recorder.observations().len();
 
-    let burst = rig::write_burst(&target.api(), rig::OBJECT, params.writes, params.gap).await?;
+    let burst = rig::write_burst(
+        &fixture.target.api(),
+        rig::OBJECT,
+        params.writes,
+        params.gap,
+    )
+    .await?;
 
     // Quiet: every event heard, nothing queued, nothing running — twice in a row.
     let limit = settle_limit + (params.cost + Duration::from_millis(5)) * params.writes as u32;
@@ -238,14 +228,13 @@ pub async fn run_async(params: &Params) -> Result<Report, BurstError> {
         ))
     })?;
     let after = running.counters();
-    let final_in_cache = informer
+    let final_in_cache = fixture
+        .informer
         .indexer()
         .get_by_key(&format!("{}/{}", rig::NAMESPACE, rig::OBJECT))
         .and_then(|cm| rig::value_of(&cm));
     running.shutdown().await;
-    let _ = stop_tx.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), informer_task).await;
-    target.stop().await;
+    fixture.stop().await;
 
     let observed: Vec<Observation> = recorder.observations()[seen_before..].to_vec();
     Ok(Report::new(

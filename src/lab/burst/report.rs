@@ -132,7 +132,16 @@ impl fmt::Display for Table<'_> {
         writeln!(
             f,
             "{:>6} {:>6} {:>7} {:>9} {:>7} {:>10} {:>8} {:>12} {:>7} {:>10}",
-            "writes", "gap", "cost", "span", "events", "reconciles", "collapse", "span/cost+1", "final", "converge"
+            "writes",
+            "gap",
+            "cost",
+            "span",
+            "events",
+            "reconciles",
+            "collapse",
+            "span/cost+1",
+            "final",
+            "converge"
         )?;
         for r in self.0 {
             writeln!(
@@ -147,7 +156,8 @@ impl fmt::Display for Table<'_> {
                 r.collapse,
                 r.span_over_cost_plus_one
                     .map_or("-".to_owned(), |e| format!("{e:.1}")),
-                r.final_observed.map_or("none".to_owned(), |v| v.to_string()),
+                r.final_observed
+                    .map_or("none".to_owned(), |v| v.to_string()),
                 millis(r.converge),
             )?;
         }

@@ -21,7 +21,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::apiserver::{ApiServer, Cluster, ServerOptions};
+use crate::{
+    apiserver::{ApiServer, Cluster, ServerOptions},
+    cache::shared_informer::{InformerOptions, SharedIndexInformer},
+};
 
 /// The namespace the experiment writes in.
 pub const NAMESPACE: &str = "default";
@@ -111,7 +114,8 @@ impl Target {
                     path: path.clone(),
                     message,
                 };
-                let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+                let kc =
+                    kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
                 let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                     .await
                     .map_err(|e| err(e.to_string()))?;
@@ -138,9 +142,15 @@ impl Target {
     /// Creates `name` with `value`, or (on a real cluster where it survived an earlier run)
     /// sets its value.
     pub async fn create(&self, name: &str, value: u64) -> Result<ConfigMap, RigError> {
-        match self.api().create(&PostParams::default(), &object(name, value)).await {
+        match self
+            .api()
+            .create(&PostParams::default(), &object(name, value))
+            .await
+        {
             Ok(cm) => Ok(cm),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(set_value(&self.api(), name, value).await?),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                Ok(set_value(&self.api(), name, value).await?)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -154,9 +164,14 @@ impl Target {
 }
 
 /// Sets `name`'s value with a merge patch (one write, one watch event).
-pub async fn set_value(api: &Api<ConfigMap>, name: &str, value: u64) -> Result<ConfigMap, kube::Error> {
+pub async fn set_value(
+    api: &Api<ConfigMap>,
+    name: &str,
+    value: u64,
+) -> Result<ConfigMap, kube::Error> {
     let patch = serde_json::json!({ "data": { "value": value.to_string() } });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 /// What a burst of writes did.
@@ -255,5 +270,66 @@ impl Recorder {
     /// single-writer guarantee.
     pub fn max_in_flight(&self) -> u64 {
         self.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// The informer every storm uses: ConfigMaps of [`NAMESPACE`], listed and watched through
+/// `kube::Api`, no resync.
+pub type Informer = SharedIndexInformer<ConfigMap, Api<ConfigMap>>;
+
+/// A backend with an informer running on it: what every controller experiment starts from.
+/// Build controllers on [`Fixture::informer`] *before* the informer has synced if they must see
+/// the initial list as creates; later ones get it replayed.
+pub struct Fixture {
+    /// The cluster.
+    pub target: Target,
+    /// The running informer.
+    pub informer: Arc<Informer>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Fixture {
+    /// Starts `backend` and builds (but does not run) an informer on it.
+    pub async fn new(backend: &Backend) -> Result<Fixture, RigError> {
+        let target = Target::start(backend).await?;
+        let informer = Arc::new(SharedIndexInformer::new(
+            target.api(),
+            InformerOptions::new(Duration::ZERO),
+        ));
+        Ok(Fixture {
+            target,
+            informer,
+            stop: None,
+            task: None,
+        })
+    }
+
+    /// Runs the informer in a task (once).
+    pub fn run_informer(&mut self) {
+        if self.task.is_some() {
+            return;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let informer = self.informer.clone();
+        self.stop = Some(tx);
+        self.task = Some(tokio::spawn(async move {
+            informer
+                .run(async {
+                    let _ = rx.await;
+                })
+                .await
+        }));
+    }
+
+    /// Stops the informer and the embedded server.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        self.target.stop().await;
     }
 }

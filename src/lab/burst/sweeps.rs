@@ -66,7 +66,9 @@ impl Sweep {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClaimFailed {
     /// Cost below gap, yet some events were merged.
-    #[error("cost {cost_ms} ms < gap {gap_ms} ms, yet collapse = {collapse} (expected exactly 1.0)")]
+    #[error(
+        "cost {cost_ms} ms < gap {gap_ms} ms, yet collapse = {collapse} (expected exactly 1.0)"
+    )]
     CollapsedBelowGap {
         /// The cost.
         cost_ms: u64,
@@ -234,8 +236,12 @@ impl Row {
                     "> 1 (asserted)".to_owned()
                 };
                 (
-                    bands::REAL_WRITE_OVERHEAD_MS.check("span/writes - gap (ms)", per_write).to_string(),
-                    bands::REAL_RECONCILE_RATIO.check("reconciles / expected", ratio).to_string(),
+                    bands::REAL_WRITE_OVERHEAD_MS
+                        .check("span/writes - gap (ms)", per_write)
+                        .to_string(),
+                    bands::REAL_RECONCILE_RATIO
+                        .check("reconciles / expected", ratio)
+                        .to_string(),
                     "-".into(),
                     collapse,
                     bands::REAL_CONVERGE_OVERHEAD_MS
@@ -265,7 +271,16 @@ pub fn rows_table(reports: &[Report]) -> String {
     let _ = writeln!(
         out,
         "{:>6} {:>4} {:>5} {:>6} {:>15} {:>15} {:>8} {:>15} {:>6} {:>15}",
-        "writes", "gap", "cost", "events", "span ms", "reconciles", "expected", "collapse", "final", "converge ms"
+        "writes",
+        "gap",
+        "cost",
+        "events",
+        "span ms",
+        "reconciles",
+        "expected",
+        "collapse",
+        "final",
+        "converge ms"
     );
     for r in reports {
         let row = Row::of(r);

@@ -100,17 +100,20 @@ impl Running {
         let cost = params.cost;
         let builder = Controller::builder("burst").max_concurrent_reconciles(params.workers);
         let controller = match params.variant {
-            Variant::Level => builder.build(informer, move |req: Request, ctx: crate::controller::Context<ConfigMap>| {
-                let recorder = recorder.clone();
-                async move {
-                    if req.name == OBJECT {
-                        // The level: whatever the cache holds now.
-                        let value = ctx.get(&req).and_then(|cm| value_of(&cm));
-                        recorder.act(value, cost).await;
+            Variant::Level => builder.build(
+                informer,
+                move |req: Request, ctx: crate::controller::Context<ConfigMap>| {
+                    let recorder = recorder.clone();
+                    async move {
+                        if req.name == OBJECT {
+                            // The level: whatever the cache holds now.
+                            let value = ctx.get(&req).and_then(|cm| value_of(&cm));
+                            recorder.act(value, cost).await;
+                        }
+                        Ok(ReconcileResult::done())
                     }
-                    Ok(ReconcileResult::done())
-                }
-            })?,
+                },
+            )?,
             Variant::FirstPayload => {
                 let stash = Arc::new(Mutex::new(HashMap::new()));
                 let taken = stash.clone();
@@ -171,12 +174,18 @@ impl Running {
         let indexer = informer.indexer().clone();
         let workers = (0..params.workers.max(1))
             .map(|_| {
-                let (rx, counts, indexer, recorder) =
-                    (rx.clone(), counts.clone(), indexer.clone(), recorder.clone());
+                let (rx, counts, indexer, recorder) = (
+                    rx.clone(),
+                    counts.clone(),
+                    indexer.clone(),
+                    recorder.clone(),
+                );
                 let cost = params.cost;
                 tokio::spawn(async move {
                     loop {
-                        let Some(req) = rx.lock().await.recv().await else { return };
+                        let Some(req) = rx.lock().await.recv().await else {
+                            return;
+                        };
                         counts[2].fetch_add(1, Ordering::SeqCst);
                         if req.name == OBJECT {
                             let value = indexer.get_by_key(&req.key()).and_then(|cm| value_of(&cm));
