@@ -159,13 +159,16 @@ pub fn check_claims(r: &Report) -> Result<(), ClaimFailed> {
     Ok(())
 }
 
+/// Runs grouped by (events, cost in ms), each as (span in ms, reconciles) sorted by span.
+pub type SpanGroups = BTreeMap<(u64, u64), Vec<(f64, u64)>>;
+
 /// Among runs with the same number of events and the same cost, a longer span gave more
 /// reconciles: the count follows the span, not the events. Returns the groups it compared
 /// (events, cost in ms) → reconciles by span, and fails if a group is not increasing.
 pub fn reconciles_follow_span(
     reports: &[Report],
-) -> Result<BTreeMap<(u64, u64), Vec<(f64, u64)>>, String> {
-    let mut groups: BTreeMap<(u64, u64), Vec<(f64, u64)>> = BTreeMap::new();
+) -> Result<SpanGroups, String> {
+    let mut groups = SpanGroups::new();
     for r in reports {
         groups
             .entry((r.events_delivered, r.cost.as_millis() as u64))
