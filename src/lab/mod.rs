@@ -5,6 +5,8 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod workqueue;
+
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
 pub struct Experiment {
