@@ -6,6 +6,7 @@
 //! run can never disagree about what was measured.
 
 pub mod burst;
+pub mod workqueue;
 
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
