@@ -12,6 +12,8 @@
 //! - [`band`]: tolerance bands for run-specific numbers.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`lab`]: the experiments that chapters and the command line run.
+//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
+//! - [`resources`]: the book's custom resource, `Widget`.
 //!
 //! The ports:
 //! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
@@ -19,8 +21,6 @@
 //!   reflector, the shared informer and their list-then-watch source (client-go).
 //! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
-//! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
-//! - [`resources`]: the book's custom resource, `Widget`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -54,6 +54,14 @@ fn group_doc(k: &Kind) -> Value {
     json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
+/// Whether a path is a discovery path (exempt from the fault switch), without building it.
+pub(crate) fn is_discovery_path(segments: &[&str]) -> bool {
+    matches!(
+        segments,
+        [] | ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+    )
+}
+
 /// The discovery document at `path`, or `None` if `path` is not a discovery path.
 pub(crate) fn document(segments: &[&str], server_address: &str) -> Option<Value> {
     Some(match segments {

@@ -121,10 +121,13 @@ struct Sender {
     tx: mpsc::Sender<(EventType, Arc<Value>)>,
 }
 
+/// `(namespace, name)` -> (hidden version, object), for one resource.
+type Objects = BTreeMap<(String, String), (u64, Arc<Value>)>;
+
 #[derive(Default)]
 struct Tracker {
     /// resource -> (namespace, name) -> (hidden version, object).
-    objects: HashMap<String, BTreeMap<(String, String), (u64, Arc<Value>)>>,
+    objects: HashMap<String, Objects>,
     /// resource -> the hidden counter.
     versions: HashMap<String, u64>,
     /// resource -> watchers; stopped ones are never removed (upstream).

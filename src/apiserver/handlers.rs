@@ -43,7 +43,7 @@ pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Respo
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let discovery = discovery::document(&segments, "").is_some() || segments.is_empty();
+    let discovery = discovery::is_discovery_path(&segments);
     let shared = &cluster.shared;
     let decision = if discovery {
         Default::default()
@@ -288,6 +288,22 @@ fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiErr
         .transpose()
 }
 
+fn selector(q: &HashMap<String, String>) -> Result<Selector, ApiError> {
+    Selector::parse(
+        q.get("labelSelector").map(String::as_str),
+        q.get("fieldSelector").map(String::as_str),
+    )
+}
+
+/// A resourceVersion the server has not reached yet is 504 "Too large resource version".
+fn check_not_future(cluster: &Cluster, rv: u64) -> Result<(), ApiError> {
+    let head = cluster.shared.storage.lock().head();
+    if rv > head {
+        return Err(ApiError::too_large_resource_version(rv, head));
+    }
+    Ok(())
+}
+
 fn list_options_invalid(message: &str) -> ApiError {
     ApiError::invalid(
         "meta.k8s.io",
@@ -321,10 +337,7 @@ fn list(
     ns: Option<&str>,
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
-    let selector = Selector::parse(
-        q.get("labelSelector").map(String::as_str),
-        q.get("fieldSelector").map(String::as_str),
-    )?;
+    let selector = selector(q)?;
     let limit = number(q, "limit")?.map(|l| l as usize);
     let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
     let rv_match = q
@@ -384,10 +397,7 @@ fn list(
                 }
                 Some(r) if exact => (Some(r), None),
                 Some(r) => {
-                    let head = cluster.shared.storage.lock().head();
-                    if r > head {
-                        return Err(ApiError::too_large_resource_version(r, head));
-                    }
+                    check_not_future(cluster, r)?;
                     (None, None)
                 }
                 None => (None, None),
@@ -428,10 +438,7 @@ fn start_watch(
     ns: Option<&str>,
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
-    let selector = Selector::parse(
-        q.get("labelSelector").map(String::as_str),
-        q.get("fieldSelector").map(String::as_str),
-    )?;
+    let selector = selector(q)?;
     let bookmarks = flag(q, "allowWatchBookmarks")?;
     let send_initial = q
         .get("sendInitialEvents")
@@ -472,10 +479,7 @@ fn start_watch(
         // Initial state first: the legacy "" / "0" watch, or a streaming list.
         (None, None) | (Some(true), _) => {
             if let Some(r) = rv_num {
-                let head = cluster.shared.storage.lock().head();
-                if r > head {
-                    return Err(ApiError::too_large_resource_version(r, head));
-                }
+                check_not_future(cluster, r)?;
             }
             None
         }
@@ -483,6 +487,7 @@ fn start_watch(
         (_, Some(r)) => Some(r),
     };
     let timeout = number(q, "timeoutSeconds")?
+        .filter(|s| *s > 0) // 0 means "not set", as upstream
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
     let req = WatchRequest {

@@ -208,6 +208,7 @@ impl Cluster {
     }
 
     /// A `kube::Client` that calls the router in-process: no socket, works under paused time.
+    /// It has no retry layer. Call it inside a tokio runtime: the client spawns a task.
     pub fn in_process_client(&self) -> kube::Client {
         kube::Client::new(self.router(), "default")
     }
@@ -381,7 +382,8 @@ impl ApiServer {
         kube::Config::new(self.url().parse().expect("a valid URL"))
     }
 
-    /// A ready `kube::Client` over HTTP, with kube's default settings.
+    /// A ready `kube::Client` over HTTP, with kube's default settings (including its retry
+    /// of 429/503/504). Call it inside a tokio runtime: the client spawns a task.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(self.config()).expect("a plain-HTTP client always builds")
     }

@@ -590,3 +590,92 @@ fn base36(mut n: u64, width: usize) -> String {
     }
     String::from_utf8(out).expect("ascii")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::kinds::CONFIGMAPS;
+
+    fn t() -> Timestamp {
+        Timestamp::UNIX_EPOCH
+    }
+
+    fn cm(name: &str, v: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "d"}, "data": {"v": v}})
+    }
+
+    fn names_at(st: &Storage, at: Option<u64>) -> Vec<(String, String)> {
+        let page = st
+            .list(CONFIGMAPS, None, at, None, None, &|_| true)
+            .unwrap();
+        page.items
+            .iter()
+            .map(|o| {
+                (
+                    o.value["metadata"]["name"].as_str().unwrap().to_string(),
+                    o.value["data"]["v"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn pair(n: &str, v: &str) -> (String, String) {
+        (n.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn a_list_at_an_old_revision_undoes_every_later_write() {
+        let mut st = Storage::new(100);
+        st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap(); // 2
+        st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
+        let mut a2 = cm("a", "2");
+        a2["metadata"]["resourceVersion"] = json!("2");
+        st.update(CONFIGMAPS, a2, UpdateMode::Main).unwrap(); // 4
+        st.delete(CONFIGMAPS, "d", "b", &Preconditions::default(), t())
+            .unwrap(); // 5
+        st.create(CONFIGMAPS, cm("c", "1"), t(), false).unwrap(); // 6
+        assert_eq!(names_at(&st, Some(3)), [pair("a", "1"), pair("b", "1")]);
+        assert_eq!(names_at(&st, Some(4)), [pair("a", "2"), pair("b", "1")]);
+        assert_eq!(names_at(&st, None), [pair("a", "2"), pair("c", "1")]);
+    }
+
+    #[test]
+    fn the_history_bound_compacts_and_old_reads_expire() {
+        let mut st = Storage::new(2);
+        for n in ["a", "b", "c"] {
+            st.create(CONFIGMAPS, cm(n, "1"), t(), false).unwrap(); // 2, 3, 4
+        }
+        assert_eq!((st.head(), st.compacted()), (4, 2)); // keeps I2
+        assert_eq!(st.events_after(2).unwrap().len(), 2);
+        assert_eq!(st.events_after(1).unwrap_err().code, 410);
+        assert_eq!(names_at(&st, Some(2)).len(), 1);
+        assert_eq!(st.check_readable(9).unwrap_err().code, 504);
+    }
+
+    #[test]
+    fn a_rejected_write_and_a_no_op_update_leave_head_and_history_alone() {
+        let mut st = Storage::new(10);
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
+        let before = (st.head(), st.history.len());
+        assert_eq!(
+            st.create(CONFIGMAPS, cm("a", "1"), t(), false)
+                .unwrap_err()
+                .code,
+            409
+        );
+        let mut stale = cm("a", "9");
+        stale["metadata"]["resourceVersion"] = json!("1");
+        assert_eq!(
+            st.update(CONFIGMAPS, stale, UpdateMode::Main)
+                .unwrap_err()
+                .code,
+            409
+        );
+        let same = st
+            .update(CONFIGMAPS, a.value.clone(), UpdateMode::Main)
+            .unwrap();
+        assert_eq!(same.rv, a.rv); // keeps I4
+        assert_eq!((st.head(), st.history.len()), before); // keeps I3
+    }
+}

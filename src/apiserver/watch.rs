@@ -168,7 +168,32 @@ pub(crate) fn stream(
                 rv
             }
         };
+        let mut want_bookmark = false;
         loop {
+            // Deliver everything after `pos` (at first: the history a resumed watch replays).
+            let events = shared.storage.lock().events_after(pos);
+            match events {
+                Err(e) => {
+                    yield Ok(error_event(&e));
+                    return;
+                }
+                Ok(events) => {
+                    let mut buf = BytesMut::new();
+                    for e in &events {
+                        req.frame_event(&mut buf, e);
+                    }
+                    if let Some(last) = events.last() {
+                        pos = pos.max(last.rv); // keeps I2
+                    }
+                    if want_bookmark && req.bookmarks {
+                        buf.put_slice(&bookmark(req.kind, pos, false));
+                    }
+                    want_bookmark = false;
+                    if !buf.is_empty() {
+                        yield Ok(buf.freeze());
+                    }
+                }
+            }
             tokio::select! {
                 biased;
                 changed = signal.changed() => {
@@ -176,33 +201,12 @@ pub(crate) fn stream(
                     if changed.is_err() || now.closes != start.closes {
                         return;
                     }
-                    let events = shared.storage.lock().events_after(pos);
-                    match events {
-                        Err(e) => {
-                            yield Ok(error_event(&e));
-                            return;
-                        }
-                        Ok(events) => {
-                            let mut buf = BytesMut::new();
-                            for e in &events {
-                                req.frame_event(&mut buf, e);
-                            }
-                            if let Some(last) = events.last() {
-                                pos = pos.max(last.rv); // keeps I2
-                            }
-                            if now.bookmarks != bookmarks_seen {
-                                bookmarks_seen = now.bookmarks;
-                                if req.bookmarks {
-                                    buf.put_slice(&bookmark(req.kind, pos, false));
-                                }
-                            }
-                            if !buf.is_empty() {
-                                yield Ok(buf.freeze());
-                            }
-                        }
+                    if now.bookmarks != bookmarks_seen {
+                        bookmarks_seen = now.bookmarks;
+                        want_bookmark = true;
                     }
                 }
-                _ = tick.tick(), if req.bookmarks => yield Ok(bookmark(req.kind, pos, false)),
+                _ = tick.tick(), if req.bookmarks => want_bookmark = true,
                 _ = tokio::time::sleep_until(deadline) => return,
             }
         }

@@ -395,3 +395,113 @@ impl<K: Object> Queue<K> for InformerFifo<K> {
         each!(self, f => f.name())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn cm(name: &str, _: Option<u32>) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        Arc::new(c)
+    }
+
+    /// Paused clock: the timeout below costs no real time, and fires only if the Pop never
+    /// wakes.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_pop_wakes_when_a_delta_arrives_in_both_fifos() {
+        for minor in [32, 33, 36] {
+            let fifo = select_fifo(&FeatureGates::at_minor(minor).unwrap())
+                .build::<ConfigMap>("cm", &Store::new());
+            let consumer = fifo.clone();
+            let pop = tokio::spawn(async move {
+                consumer
+                    .pop(|d, _| {
+                        assert_eq!(d.len(), 1);
+                        Ok::<_, ()>(())
+                    })
+                    .await
+            });
+            tokio::task::yield_now().await;
+            assert!(
+                !pop.is_finished(),
+                "1.{minor}: Pop returned on an empty FIFO"
+            );
+            fifo.add(cm("a", None)).unwrap();
+            let got = tokio::time::timeout(Duration::from_secs(1), pop)
+                .await
+                .expect("Pop hung: add did not wake the waiter (lost wake-up?)")
+                .unwrap();
+            assert_eq!(got.unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_synced_resolves_after_the_initial_list_is_popped() {
+        let fifo = select_fifo(&FeatureGates::at_minor(33).unwrap())
+            .build::<ConfigMap>("cm", &Store::new());
+        fifo.replace(vec![cm("a", None), cm("b", None)], "1")
+            .unwrap();
+        let waiter = fifo.clone();
+        let synced = tokio::spawn(async move { waiter.wait_synced().await });
+        for _ in 0..2 {
+            tokio::task::yield_now().await;
+            assert!(
+                !synced.is_finished(),
+                "synced before the initial list was popped"
+            );
+            fifo.pop(|_, initial| {
+                assert!(initial);
+                Ok::<_, ()>(())
+            })
+            .await
+            .unwrap();
+        }
+        tokio::time::timeout(Duration::from_secs(1), synced)
+            .await
+            .expect("wait_synced hung after the last initial item was popped")
+            .unwrap();
+    }
+
+    #[test]
+    fn an_unlocked_real_fifo_lets_process_append_to_the_same_fifo() {
+        let fifo = RealFifo::<ConfigMap>::atomic();
+        fifo.add(cm("a", None)).unwrap();
+        // Under the lock this would deadlock (the mutex is not reentrant); unlocked it appends.
+        let inner = fifo.clone();
+        fifo.try_pop(|_, _| inner.add(cm("b", None)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(fifo.len(), 1);
+    }
+
+    #[test]
+    fn a_process_error_comes_back_and_the_item_is_gone() {
+        let fifo = DeltaFifo::<ConfigMap>::new(DeltaFifoOptions::default());
+        fifo.add(cm("a", None)).unwrap();
+        let r = fifo.try_pop(|_, _| Err("handler failed")).unwrap();
+        assert_eq!(r.unwrap_err(), PopError::Process("handler failed"));
+        assert!(fifo.is_empty(), "no requeue since v0.33");
+    }
+
+    #[test]
+    fn invalid_real_fifo_modes_are_errors_not_panics() {
+        let err = |o: RealFifoOptions<ConfigMap>| RealFifo::new(o).err().unwrap();
+        assert_eq!(
+            err(RealFifoOptions::default()),
+            RealFifoOptionsError::KnownObjectsRequired
+        );
+        assert_eq!(
+            err(RealFifoOptions {
+                atomic_events: true,
+                known_objects: Some(Arc::new(Store::<ConfigMap>::new())),
+                ..RealFifoOptions::default()
+            }),
+            RealFifoOptionsError::KnownObjectsWithAtomic
+        );
+    }
+}

@@ -6,6 +6,9 @@
 //! run can never disagree about what was measured.
 
 pub mod burst;
+pub mod fifo;
+pub mod method;
+pub mod resync;
 pub mod workqueue;
 
 /// One experiment a chapter shows.
@@ -23,6 +26,21 @@ pub struct Experiment {
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
     vec![
+        Experiment {
+            name: "fifo",
+            chapter: "03-realfifo.md",
+            run: fifo::run,
+        },
+        Experiment {
+            name: "resync",
+            chapter: "04-resync.md",
+            run: resync::experiment,
+        },
+        Experiment {
+            name: "method",
+            chapter: "05-method.md",
+            run: method::experiment,
+        },
         Experiment {
             name: "ch06_virtual",
             chapter: "06-deduplication.md",

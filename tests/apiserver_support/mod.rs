@@ -9,7 +9,7 @@ use controlloop::apiserver::ApiServer;
 use controlloop::resources::{Widget, WidgetSpec};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams, WatchEvent};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 
 /// Real-clock tests never sleep; they wait for an event, at most this long.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -102,6 +102,18 @@ pub fn summarize(ev: WatchEvent<ConfigMap>) -> (String, String, String) {
         }
         WatchEvent::Error(e) => ("ERROR".into(), e.reason, e.code.to_string()),
     }
+}
+
+/// A boxed watch stream on `api` from `rv`, failing the test if the watch does not open.
+pub async fn open_watch(
+    api: &Api<ConfigMap>,
+    wp: &WatchParams,
+    rv: &str,
+) -> std::pin::Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Send>> {
+    within("the watch never opened", api.watch(wp, rv))
+        .await
+        .expect("watch refused")
+        .boxed()
 }
 
 /// Starts a server, failing the test if it cannot bind.

@@ -50,7 +50,7 @@ use super::lister_watcher::{
 mod backoff;
 mod recording;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use recording::{RecordingStore, StoreCall};

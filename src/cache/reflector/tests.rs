@@ -11,7 +11,8 @@ use crate::cache::lister_watcher::scripted::{
     Scripted, ScriptedListerWatcher, ScriptedWatch, page,
 };
 
-fn cm(name: &str, rv: &str) -> ConfigMap {
+/// A ConfigMap `ns/name` at resourceVersion `rv` (shared with the informer's tests).
+pub(crate) fn cm(name: &str, rv: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),

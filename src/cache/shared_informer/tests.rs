@@ -4,25 +4,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::ObjectMeta;
 
 use super::*;
 use crate::cache::lister_watcher::{
     WatchEvent,
     scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch, page},
 };
-
-fn cm(name: &str, rv: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("ns".into()),
-            resource_version: Some(rv.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+use crate::cache::reflector::tests::cm;
 
 /// Records what a handler saw, as lines; `same` marks an update whose old and new are one Arc.
 fn recorder() -> (HandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {

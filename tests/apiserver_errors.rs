@@ -1,0 +1,449 @@
+//! Every error the embedded API server answers, over real HTTP through `kube::Client`: the
+//! HTTP code, the `Status` reason, and — for every one — that storage is unchanged afterwards.
+
+mod apiserver_support;
+
+use apiserver_support::*;
+use controlloop::apiserver::{ApiServer, Failure, ServerOptions};
+use controlloop::resources::Widget;
+use http::Request;
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, PostParams};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+/// What storage holds: the head revision and every object, as JSON.
+async fn fingerprint(server: &ApiServer, client: &kube::Client) -> (u64, Value, Value) {
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    let ws: Api<Widget> = Api::all(client.clone());
+    let a = serde_json::to_value(cms.list(&ListParams::default()).await.unwrap().items).unwrap();
+    let b = serde_json::to_value(ws.list(&ListParams::default()).await.unwrap().items).unwrap();
+    (server.resource_version(), a, b)
+}
+
+/// A kube client for `server` that does not retry 429s, so the test sees them.
+fn no_retry(server: &ApiServer) -> kube::Client {
+    let mut cfg = server.config();
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Sends a raw request through a kube client; returns code, Status, headers.
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (u16, Value, http::HeaderMap) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(Body::from(body))
+        .unwrap();
+    let resp = within("request never answered", client.send(req))
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    let status: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (parts.status.as_u16(), status, parts.headers)
+}
+
+/// `(what, method, path, content type, body, expected code, expected reason)`.
+type Case = (
+    &'static str,
+    &'static str,
+    String,
+    &'static str,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const WIDGETS: &str = "/apis/lab.controlloop.dev/v1/namespaces/default/widgets";
+const JSON: &str = "application/json";
+
+fn body(v: Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+#[tokio::test]
+async fn every_rejected_request_answers_a_status_and_changes_nothing() {
+    let server = ApiServer::start_with(ServerOptions {
+        max_body_bytes: 4096,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let api = cms(&server, "default");
+    let client = no_retry(&server);
+    create(&api, &cm("a", &[], "1")).await;
+    let ws: Api<Widget> = Api::namespaced(server.client(), "default");
+    ws.create(&PostParams::default(), &widget("w", 1))
+        .await
+        .unwrap();
+    create(&api, &cm("b", &[], "1")).await;
+    let first_page = api.list(&ListParams::default().limit(1)).await.unwrap();
+    create(&api, &cm("c", &[], "1")).await;
+    server.compact();
+    let old_token = first_page.metadata.continue_.unwrap();
+
+    let cm_a = |extra: Value| {
+        let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        json_patch::merge(&mut v, &extra);
+        body(v)
+    };
+    let big = "x".repeat(5000);
+    let cases: Vec<Case> = vec![
+        (
+            "malformed JSON",
+            "POST",
+            CMS.into(),
+            JSON,
+            b"{not json".to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "body of another kind",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "z"}})),
+            400,
+            "BadRequest",
+        ),
+        (
+            "wrong type for a built-in field",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"metadata": {"name": "z"}, "data": 3})),
+            400,
+            "BadRequest",
+        ),
+        (
+            "limit is not a number",
+            "GET",
+            format!("{CMS}?limit=abc"),
+            JSON,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "bad label selector",
+            "GET",
+            format!("{CMS}?labelSelector=a%20b"),
+            JSON,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "unsupported field selector",
+            "GET",
+            format!("{CMS}?fieldSelector=spec.x%3D1"),
+            JSON,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "name in body differs from path",
+            "PUT",
+            format!("{CMS}/a"),
+            JSON,
+            body(json!({"metadata": {"name": "b"}})),
+            400,
+            "BadRequest",
+        ),
+        (
+            "namespace in body differs from path",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"metadata": {"name": "z", "namespace": "other"}})),
+            400,
+            "BadRequest",
+        ),
+        (
+            "continue with resourceVersion",
+            "GET",
+            format!("{CMS}?continue={old_token}&resourceVersion=3"),
+            JSON,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "dry run",
+            "POST",
+            format!("{CMS}?dryRun=All"),
+            JSON,
+            body(json!({"metadata": {"name": "z"}})),
+            400,
+            "BadRequest",
+        ),
+        (
+            "unknown resource",
+            "GET",
+            "/api/v1/namespaces/default/pods".into(),
+            JSON,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        (
+            "unknown group",
+            "GET",
+            "/apis/nope.dev/v1/namespaces/default/things".into(),
+            JSON,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        (
+            "unknown name",
+            "GET",
+            format!("{CMS}/missing"),
+            JSON,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        (
+            "update of a missing name",
+            "PUT",
+            format!("{CMS}/missing"),
+            JSON,
+            body(json!({"metadata": {"name": "missing"}})),
+            404,
+            "NotFound",
+        ),
+        (
+            "delete of a missing name",
+            "DELETE",
+            format!("{CMS}/missing"),
+            JSON,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        (
+            "create on the all-namespaces path",
+            "POST",
+            "/api/v1/configmaps".into(),
+            JSON,
+            cm_a(json!({})),
+            405,
+            "MethodNotAllowed",
+        ),
+        (
+            "create of an existing name",
+            "POST",
+            CMS.into(),
+            JSON,
+            cm_a(json!({})),
+            409,
+            "AlreadyExists",
+        ),
+        (
+            "update with a stale resourceVersion",
+            "PUT",
+            format!("{CMS}/a"),
+            JSON,
+            cm_a(json!({"metadata": {"resourceVersion": "1"}, "data": {"x": "y"}})),
+            409,
+            "Conflict",
+        ),
+        (
+            "delete with a stale precondition",
+            "DELETE",
+            format!("{CMS}/a"),
+            JSON,
+            body(json!({"preconditions": {"resourceVersion": "1"}})),
+            409,
+            "Conflict",
+        ),
+        (
+            "continue token older than compaction",
+            "GET",
+            format!("{CMS}?limit=1&continue={old_token}"),
+            JSON,
+            vec![],
+            410,
+            "Expired",
+        ),
+        (
+            "body over the limit",
+            "POST",
+            CMS.into(),
+            JSON,
+            cm_a(json!({"metadata": {"name": "big"}, "data": {"x": big}})),
+            413,
+            "RequestEntityTooLarge",
+        ),
+        (
+            "strategic merge on a custom resource",
+            "PATCH",
+            format!("{WIDGETS}/w"),
+            "application/strategic-merge-patch+json",
+            body(json!({})),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "YAML body",
+            "POST",
+            CMS.into(),
+            "application/yaml",
+            b"metadata: {}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "missing name",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"metadata": {}})),
+            422,
+            "Invalid",
+        ),
+        (
+            "malformed name",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"metadata": {"name": "Not_Valid"}})),
+            422,
+            "Invalid",
+        ),
+        (
+            "malformed label",
+            "POST",
+            CMS.into(),
+            JSON,
+            body(json!({"metadata": {"name": "z", "labels": {"a": "-bad-"}}})),
+            422,
+            "Invalid",
+        ),
+        (
+            "schema type error in a custom resource",
+            "POST",
+            WIDGETS.into(),
+            JSON,
+            body(json!({"metadata": {"name": "v"}, "spec": {"replicas": "three"}})),
+            422,
+            "Invalid",
+        ),
+        (
+            "custom resource update without resourceVersion",
+            "PUT",
+            format!("{WIDGETS}/w"),
+            JSON,
+            body(json!({"metadata": {"name": "w"}, "spec": {"replicas": 5}})),
+            422,
+            "Invalid",
+        ),
+        (
+            "failed JSON patch test",
+            "PATCH",
+            format!("{CMS}/a"),
+            "application/json-patch+json",
+            body(json!([{"op": "test", "path": "/data/v", "value": "no"}])),
+            422,
+            "Invalid",
+        ),
+    ];
+    for (what, method, path, ct, b, code, reason) in cases {
+        let before = fingerprint(&server, &client).await;
+        let (got, status, _) = send(&client, method, &path, ct, b).await;
+        assert_eq!(
+            (got, status["reason"].as_str()),
+            (code, Some(reason)),
+            "{what}: {status}"
+        );
+        assert_eq!(status["kind"], "Status", "{what}");
+        assert_eq!(status["code"], code, "{what}");
+        assert_eq!(
+            fingerprint(&server, &client).await,
+            before,
+            "{what} changed storage"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_fault_switch_answers_429_and_500_with_retry_after_and_changes_nothing() {
+    let server = server().await;
+    let api = cms(&server, "default");
+    create(&api, &cm("a", &[], "1")).await;
+    let client = no_retry(&server);
+    let before = fingerprint(&server, &client).await;
+    server.fail_next_requests(1, Failure::TooManyRequests, 7);
+    let (code, status, headers) = send(
+        &client,
+        "POST",
+        CMS,
+        JSON,
+        body(json!({"metadata": {"name": "z"}})),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (429, Some("TooManyRequests"))
+    );
+    assert_eq!(headers["retry-after"], "7");
+    assert_eq!(status["details"]["retryAfterSeconds"], 7);
+    server.fail_next_requests(1, Failure::InternalError, 2);
+    let (code, status, headers) = send(&client, "DELETE", &format!("{CMS}/a"), JSON, vec![]).await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (500, Some("InternalError"))
+    );
+    assert_eq!(headers["retry-after"], "2");
+    assert_eq!(
+        fingerprint(&server, &client).await,
+        before,
+        "a failed request changed storage"
+    );
+    let (code, _, _) = send(&client, "GET", &format!("{CMS}/a"), JSON, vec![]).await;
+    assert_eq!(code, 200, "the switch fails only the next n requests");
+}
+
+#[tokio::test]
+async fn kube_api_errors_carry_the_status_reason() {
+    let server = server().await;
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create(&api, &cm("a", &[], "1")).await;
+    let before = fingerprint(&server, &client).await;
+    let err = api
+        .create(&PostParams::default(), &cm("a", &[], "2"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err}"
+    );
+    let err = api.get("nope").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404 && s.reason == "NotFound"),
+        "{err}"
+    );
+    let err = api
+        .create(&PostParams::default(), &ConfigMap::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422 && s.reason == "Invalid"),
+        "{err}"
+    );
+    assert_eq!(fingerprint(&server, &client).await, before);
+}
