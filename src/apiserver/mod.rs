@@ -66,6 +66,10 @@
 //! # Differences from upstream
 //! - No authentication, admission, field management (apply is a merge patch that creates if
 //!   missing), protobuf, tables, dry-run or watch cache; see each module for its own list.
+//! - kubectl works (`get`, `get -w`, `create`, `replace`, `apply`, `label`, `patch`,
+//!   `delete`); it sends ConfigMaps as protobuf, which the `protobuf` module decodes for that kind
+//!   only. No OpenAPI documents are served, so `kubectl … -f FILE` needs `--validate=false`, and
+//!   `kubectl get` prints NAME and AGE only (no server-side tables).
 //! - A name or namespace in the body that differs from the path is a 400 BadRequest, as the
 //!   real handlers answer; 422 Invalid is for objects that fail validation (missing or
 //!   malformed name, bad labels, schema type errors, an update without resourceVersion on a
@@ -245,7 +249,8 @@ impl Cluster {
         self.shared.storage.lock().head()
     }
 
-    /// Every request answered so far, oldest first.
+    /// Every request answered so far, oldest first. The log is never trimmed: long runs
+    /// call [`Cluster::clear_requests`].
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.lock().clone()
     }

@@ -23,6 +23,9 @@
 //! # Differences from upstream
 //! - No watch cache: events come straight from the storage history, so a watcher that falls
 //!   behind the history bound gets 410 rather than being closed for a full buffer.
+//! - A watch from a resourceVersion the server has not reached yet simply waits for it (etcd's
+//!   behaviour); the watch cache would answer "Too large resource version" after a few seconds.
+//!   A streaming list from such a version is refused at once with that 504.
 //! - Periodic bookmarks come every `bookmark_interval` (upstream: about once a minute), and
 //!   on demand through [`Cluster::send_bookmarks`](super::Cluster::send_bookmarks).
 
