@@ -20,7 +20,10 @@ fn the_book_builds_with_every_chapter_listed_and_every_include_resolved() {
     let summary = fs::read_to_string(site::book_root().join("../chapters/SUMMARY.md")).unwrap();
     for link in summary.split("](").skip(1) {
         let page = link.split(')').next().unwrap().replace(".md", ".html");
-        assert!(toc.contains(&page), "the table of contents does not link {page}");
+        assert!(
+            toc.contains(&page),
+            "the table of contents does not link {page}"
+        );
         let body = fs::read_to_string(html.join(&page)).unwrap();
         assert!(
             !body.contains("{{#include"),

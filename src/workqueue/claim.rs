@@ -67,7 +67,9 @@ impl<T, Q: Release<T>> Claim<T, Q> {
 
     /// The held key.
     pub fn item(&self) -> &T {
-        self.item.as_ref().expect("C1: an unreleased claim holds its item")
+        self.item
+            .as_ref()
+            .expect("C1: an unreleased claim holds its item")
     }
 
     /// The queue this claim came from.

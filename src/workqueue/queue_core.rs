@@ -191,7 +191,9 @@ impl<T: Eq + Hash> QueueCore<T> {
 
     /// Whether a worker holds `item`.
     pub fn is_processing(&self, item: &T) -> bool {
-        self.processing.find(self.hash(item), |x| x == item).is_some()
+        self.processing
+            .find(self.hash(item), |x| x == item)
+            .is_some()
     }
 
     /// Marks `item` as needing work. Keeps I1–I3: an item already dirty changes nothing; a
@@ -293,11 +295,7 @@ impl<T: Eq + Hash> QueueCore<T> {
         let waiting = self
             .dirty
             .iter()
-            .filter(|x| {
-                self.processing
-                    .find(self.hash(x), |p| p == *x)
-                    .is_none()
-            })
+            .filter(|x| self.processing.find(self.hash(x), |p| p == *x).is_none())
             .count();
         if waiting != self.queue.len() {
             return Err(format!(
@@ -342,7 +340,11 @@ mod tests {
         let mut q = QueueCore::without_processing_set();
         q.add("a");
         assert_eq!(q.get(), Get::Item("a"));
-        assert_eq!(q.add("a"), Add::Queued, "nothing remembers that `a` is held");
+        assert_eq!(
+            q.add("a"),
+            Add::Queued,
+            "nothing remembers that `a` is held"
+        );
         assert_eq!(q.get(), Get::Item("a"));
     }
 

@@ -370,7 +370,8 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let b = BucketRateLimiter::new(10.0, 100).unwrap();
-            let delays: Vec<Duration> = (0..102).map(|_| RateLimiter::<()>::when(&b, &())).collect();
+            let delays: Vec<Duration> =
+                (0..102).map(|_| RateLimiter::<()>::when(&b, &())).collect();
             assert!(delays[..100].iter().all(|d| d.is_zero()));
             assert_eq!(delays[100], Duration::from_millis(100));
             assert_eq!(delays[101], Duration::from_millis(200));
