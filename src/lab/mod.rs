@@ -5,9 +5,11 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod burst;
 pub mod fifo;
 pub mod method;
 pub mod resync;
+pub mod workqueue;
 
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
@@ -23,7 +25,51 @@ pub struct Experiment {
 
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
+    const CH01: &str = "chapters/01-two-small-sets.md";
+    const CH02: &str = "chapters/02-forget-is-not-done.md";
     vec![
+        Experiment {
+            name: "ch01_coalescing",
+            chapter: CH01,
+            run: || {
+                workqueue::ch01_coalescing();
+            },
+        },
+        Experiment {
+            name: "ch01_contention",
+            chapter: CH01,
+            run: || {
+                workqueue::ch01_contention();
+            },
+        },
+        Experiment {
+            name: "ch02_forget_without_done",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_forget_without_done();
+            },
+        },
+        Experiment {
+            name: "ch02_default_limiter_table",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_default_limiter_table();
+            },
+        },
+        Experiment {
+            name: "ch02_bucket_120_items",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_bucket_120_items();
+            },
+        },
+        Experiment {
+            name: "ch02_done_without_forget",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_done_without_forget();
+            },
+        },
         Experiment {
             name: "fifo",
             chapter: "03-realfifo.md",
@@ -38,6 +84,16 @@ pub fn experiments() -> Vec<Experiment> {
             name: "method",
             chapter: "05-method.md",
             run: method::experiment,
+        },
+        Experiment {
+            name: "ch06_virtual",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_virtual,
+        },
+        Experiment {
+            name: "ch06_real",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_real,
         },
     ]
 }
