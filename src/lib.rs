@@ -43,12 +43,20 @@ pub mod workqueue;
 pub mod book {
     #[doc = include_str!("../chapters/00-introduction.md")]
     pub mod ch00_introduction {}
+    #[doc = include_str!("../chapters/01-two-small-sets.md")]
+    pub mod ch01_two_small_sets {}
+    #[doc = include_str!("../chapters/02-forget-is-not-done.md")]
+    pub mod ch02_forget_is_not_done {}
     #[doc = include_str!("../chapters/03-realfifo.md")]
     pub mod ch03_realfifo {}
     #[doc = include_str!("../chapters/04-resync.md")]
     pub mod ch04_resync {}
     #[doc = include_str!("../chapters/05-method.md")]
     pub mod ch05_method {}
+    #[doc = include_str!("../chapters/06-deduplication.md")]
+    pub mod ch06_deduplication {}
+    #[doc = include_str!("../chapters/10-what-varies.md")]
+    pub mod ch10_what_varies {}
     #[doc = include_str!("../chapters/99-what-it-costs.md")]
     pub mod ch99_what_it_costs {}
 }
