@@ -166,3 +166,24 @@ fn every_fence_is_tagged_and_no_include_sits_in_rust() {
         assert!(open.is_none(), "{}: a fence is never closed", name(&ch));
     }
 }
+
+#[test]
+fn every_experiment_and_band_names_a_chapter_that_exists() {
+    let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
+    for e in controlloop::lab::experiments() {
+        assert!(
+            files.contains(e.chapter),
+            "experiment {} names {}",
+            e.name,
+            e.chapter
+        );
+    }
+    for b in controlloop::lab::bands::all() {
+        assert!(
+            files.contains(b.chapter),
+            "band {} names {}",
+            b.name,
+            b.chapter
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Every tolerance band the book's experiments pin, in one table.
+//!
+//! A run-specific number is checked against a [`Band`](crate::band::Band) whose basis says how
+//! it was measured. The bands live next to the experiments that check them; this module lists
+//! them all, so that the chapter "What varies, and what was not verified" prints the table from
+//! the same constants the checks use, and a moved band shows up there as a snapshot diff.
+
+use std::fmt::Display;
+
+use crate::band::Band;
+
+use super::{burst, workqueue};
+
+/// One pinned band, for the table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pinned {
+    /// The constant's name.
+    pub name: &'static str,
+    /// The chapter whose experiment checks it.
+    pub chapter: &'static str,
+    /// The accepted range, as `[lo..=hi]`.
+    pub accepts: String,
+    /// How it was chosen.
+    pub basis: &'static str,
+}
+
+fn pinned<T: Display>(name: &'static str, chapter: &'static str, band: Band<T>) -> Pinned {
+    Pinned {
+        name,
+        chapter,
+        accepts: band.to_string(),
+        basis: band.basis,
+    }
+}
+
+/// Every band, in chapter order.
+pub fn all() -> Vec<Pinned> {
+    use workqueue::bands as wq;
+    let mut v = vec![
+        pinned(
+            "QUEUE_RECONCILES",
+            "01-two-small-sets.md",
+            wq::QUEUE_RECONCILES,
+        ),
+        pinned("QUEUE_WALL_MS", "01-two-small-sets.md", wq::QUEUE_WALL_MS),
+        pinned(
+            "CHANNEL_VIOLATIONS",
+            "01-two-small-sets.md",
+            wq::CHANNEL_VIOLATIONS,
+        ),
+        pinned(
+            "CHANNEL_WALL_MS",
+            "01-two-small-sets.md",
+            wq::CHANNEL_WALL_MS,
+        ),
+    ];
+    v.extend(
+        burst::bands::ALL
+            .iter()
+            .map(|(name, band)| pinned(name, "06-deduplication.md", *band)),
+    );
+    v
+}
