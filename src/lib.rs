@@ -15,12 +15,12 @@
 //! - [`apiserver`]: an embedded Kubernetes API server (HTTP or in-process), and a fake clientset.
 //! - [`resources`]: the book's custom resource, `Widget`.
 //!
-//! The machinery:
+//! The ports:
+//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 //! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
 //!   reflector, the shared informer and their list-then-watch source (client-go).
 //! - [`features`]: versioned feature gates (which behaviour is on at which Kubernetes version).
 //! - [`controller`]: requests, results, events, predicates and handlers (controller-runtime).
-//! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

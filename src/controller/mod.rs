@@ -11,10 +11,16 @@
 //! A worker takes a [`Request`] from the queue, reads the object from the informer's cache and
 //! reconciles. The event that caused the request never reaches the reconciler.
 
+#[allow(clippy::module_inception)] // upstream's layout: pkg/internal/controller/controller.go
+pub mod controller;
 pub mod event;
 pub mod handler;
 pub mod predicate;
 pub mod reconcile;
 
+pub use controller::{
+    Action, Builder, Context, Controller, ControllerError, ControllerMetrics, MetricsSnapshot,
+    Outcome, Reconciler, ResultLabel, decide,
+};
 pub use event::Event;
 pub use reconcile::{Error, Request, Result};

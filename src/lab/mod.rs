@@ -5,9 +5,11 @@
 //! chapter does. The chapter and the command line call the same function, so the page and the
 //! run can never disagree about what was measured.
 
+pub mod burst;
 pub mod fifo;
 pub mod method;
 pub mod resync;
+pub mod workqueue;
 
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
@@ -38,6 +40,16 @@ pub fn experiments() -> Vec<Experiment> {
             name: "method",
             chapter: "05-method.md",
             run: method::experiment,
+        },
+        Experiment {
+            name: "ch06_virtual",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_virtual,
+        },
+        Experiment {
+            name: "ch06_real",
+            chapter: "06-deduplication.md",
+            run: burst::ch06::run_real,
         },
     ]
 }

@@ -26,7 +26,7 @@
 //! # Concurrency
 //!
 //! One lock guards the core, the metrics bookkeeping and the waiter count. It is a
-//! `parking_lot::Mutex` (the [`super::sync`] facade swaps in shuttle's for model checking),
+//! test-and-set lock (the [`super::sync`] facade; it swaps in shuttle's for model checking),
 //! never held across an await and never while user code runs. Notifications are sent after
 //! the lock is released. There is one lock, so there is no lock order to get wrong.
 //!
@@ -298,7 +298,12 @@ impl<T: Eq + Hash + Clone + Send + 'static> Queue<T> {
             let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
                 what: "a queue with metrics",
             })?;
-            handle.spawn(update_unfinished_work_loop(Arc::downgrade(&queue.shared)));
+            // The first tick is 500 ms after construction, not after the task first runs.
+            let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
+            handle.spawn(update_unfinished_work_loop(
+                Arc::downgrade(&queue.shared),
+                first,
+            ));
         }
         Ok(queue)
     }
@@ -306,9 +311,11 @@ impl<T: Eq + Hash + Clone + Send + 'static> Queue<T> {
 
 /// Sets the unfinished-work gauges every 500 ms until shutdown (client-go's
 /// `updateUnfinishedWorkLoop`). Holds the queue weakly, so a dropped queue ends it too.
-async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(shared: std::sync::Weak<Shared<T>>) {
-    let start = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
-    let mut ticks = tokio::time::interval_at(start, UNFINISHED_WORK_UPDATE_PERIOD);
+async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(
+    shared: std::sync::Weak<Shared<T>>,
+    first: Instant,
+) {
+    let mut ticks = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
     loop {
         ticks.tick().await;
         let Some(shared) = shared.upgrade() else {

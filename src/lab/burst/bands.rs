@@ -1,0 +1,64 @@
+//! Every band the write-storm experiments pin, with its basis. Chapter 10 lists them from
+//! [`ALL`], so the page and the checks cannot disagree.
+//!
+//! All were chosen from the same measurement: 12 rounds of the three real-clock sweeps (cost,
+//! write count, gap; 180 storms, 36 of them the essay's 200 × 1 ms × 20 ms) run as `cargo test`
+//! runs them — the three sweeps at once, each with its own embedded server over HTTP, in a
+//! debug build — on the 2-core machine while other builds kept its load average at 4 to 5.
+
+use crate::band::Band;
+
+/// Real clock: reconciles / `min(writes, span / cost + 1)`, for every sweep run.
+pub const REAL_RECONCILE_RATIO: Band<f64> = Band::new(
+    0.5,
+    2.0,
+    "180 storms: 0.68..=1.57 (lowest at 5 ms, where a 5 ms sleep really takes about 6-7; \
+     highest at gap 0, where events arrive after the writes end); margin about 25 %",
+);
+/// Real clock: events / reconciles where the cost is at most the gap.
+pub const REAL_COLLAPSE_AT_OR_BELOW_GAP: Band<f64> = Band::new(
+    1.0,
+    1.25,
+    "24 storms at cost 0 and 1 ms, gap 1 ms: 1.000..=1.093 (a few events arrive together); \
+     margin to 1.25",
+);
+/// Real clock: the essay's run (200 writes, 1 ms, 20 ms, one worker): reconciles.
+pub const REAL_ESSAY_RECONCILES: Band<u64> = Band::new(
+    16,
+    48,
+    "36 storms: 24..=37; margin about a third either way",
+);
+/// Real clock: span / writes − gap, in ms: what one write costs beyond the gap (an HTTP
+/// round trip, plus how late a 1 ms tokio sleep wakes).
+pub const REAL_WRITE_OVERHEAD_MS: Band<f64> = Band::new(
+    0.0,
+    8.0,
+    "180 storms: 0.22..=3.02 ms; margin for a slower or busier machine",
+);
+/// Real clock: converge − cost, in ms: how long after the last write the last reconcile
+/// ended, beyond one reconcile's cost.
+pub const REAL_CONVERGE_OVERHEAD_MS: Band<f64> = Band::new(
+    -1.0,
+    250.0,
+    "180 storms: 0.0..=101.1 ms (at 100 ms cost the last event can just miss a reconcile, \
+     costing a second one); margin 2.5x",
+);
+
+/// Every band above, by name (the `f64` view of integer bands).
+pub const ALL: &[(&str, Band<f64>)] = &[
+    ("REAL_RECONCILE_RATIO", REAL_RECONCILE_RATIO),
+    (
+        "REAL_COLLAPSE_AT_OR_BELOW_GAP",
+        REAL_COLLAPSE_AT_OR_BELOW_GAP,
+    ),
+    (
+        "REAL_ESSAY_RECONCILES",
+        Band::new(
+            REAL_ESSAY_RECONCILES.lo as f64,
+            REAL_ESSAY_RECONCILES.hi as f64,
+            REAL_ESSAY_RECONCILES.basis,
+        ),
+    ),
+    ("REAL_WRITE_OVERHEAD_MS", REAL_WRITE_OVERHEAD_MS),
+    ("REAL_CONVERGE_OVERHEAD_MS", REAL_CONVERGE_OVERHEAD_MS),
+];

@@ -1,0 +1,384 @@
+//! The sweeps chapter 06 runs, the durable claims checked on every run, and the cost-sweep
+//! plot.
+//!
+//! Each sweep varies one parameter of the essay's run (200 writes, 1 ms apart, 20 ms
+//! reconciles, one worker) and runs under both clocks. Virtual-time rows are pinned exactly.
+//! Real-clock rows are pinned through the bands in [`super::bands`]: every row prints the band
+//! its value fell in, never the value.
+
+use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
+
+use super::{Clock, Params, Report, bands, report::millis, report::round3};
+
+/// The reconcile costs of the cost sweep, in ms.
+pub const COSTS_MS: [u64; 7] = [0, 1, 5, 10, 20, 50, 100];
+/// The write counts of the write-count sweep (at 20 ms).
+pub const WRITES: [u64; 4] = [100, 200, 400, 800];
+/// The gaps of the gap sweep, in ms (at 20 ms).
+pub const GAPS_MS: [u64; 4] = [0, 1, 4, 8];
+
+/// Under virtual time, reconciles stay within this many of `min(writes, span / cost + 1)`.
+pub const VIRTUAL_TOLERANCE: f64 = 1.0;
+
+/// One of the three sweeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Sweep {
+    /// Reconcile cost over [`COSTS_MS`].
+    Cost,
+    /// Write count over [`WRITES`].
+    Writes,
+    /// Gap over [`GAPS_MS`].
+    Gap,
+}
+
+impl Sweep {
+    /// All three.
+    pub const ALL: [Sweep; 3] = [Sweep::Cost, Sweep::Writes, Sweep::Gap];
+
+    /// The runs of this sweep under `clock` (real: over HTTP to the embedded server).
+    pub fn params(self, clock: Clock) -> Vec<Params> {
+        let ms = Duration::from_millis;
+        let base = match clock {
+            Clock::Virtual => Params::essay(),
+            Clock::Real => Params::essay().real(),
+        };
+        match self {
+            Sweep::Cost => COSTS_MS.iter().map(|&c| base.clone().cost(ms(c))).collect(),
+            Sweep::Writes => WRITES.iter().map(|&w| base.clone().writes(w)).collect(),
+            Sweep::Gap => GAPS_MS.iter().map(|&g| base.clone().gap(ms(g))).collect(),
+        }
+    }
+
+    /// Runs the sweep, calling `progress` after each run.
+    pub fn run(self, clock: Clock, mut progress: impl FnMut(&Report)) -> Vec<Report> {
+        self.params(clock)
+            .iter()
+            .map(|p| {
+                let r = super::run(p).unwrap_or_else(|e| panic!("burst {p:?} failed: {e}"));
+                progress(&r);
+                r
+            })
+            .collect()
+    }
+}
+
+/// A durable claim that did not hold for one run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClaimFailed {
+    /// Cost below gap, yet some events were merged.
+    #[error(
+        "cost {cost_ms} ms < gap {gap_ms} ms, yet collapse = {collapse} (expected exactly 1.0)"
+    )]
+    CollapsedBelowGap {
+        /// The cost.
+        cost_ms: u64,
+        /// The gap.
+        gap_ms: u64,
+        /// The collapse measured.
+        collapse: f64,
+    },
+    /// Cost above the gap and more than one write, yet nothing was merged.
+    #[error("cost {cost_ms} ms > gap {gap_ms} ms, yet collapse = 1.0: the queue merged nothing")]
+    NoCollapseWhenBehind {
+        /// The cost.
+        cost_ms: u64,
+        /// The gap.
+        gap_ms: u64,
+    },
+    /// The reconcile count left its tolerance around `min(writes, span / cost + 1)`.
+    #[error("{reconciles} reconciles vs expected {expected:.2}: outside the tolerance ({why})")]
+    OffTheFormula {
+        /// Reconciles measured.
+        reconciles: u64,
+        /// `min(writes, span / cost + 1)`.
+        expected: f64,
+        /// Which tolerance.
+        why: String,
+    },
+    /// The controller did not end on the last value written.
+    #[error("final observed value {observed:?} != final written value {written}")]
+    WrongFinalValue {
+        /// What the last reconcile acted on.
+        observed: Option<u64>,
+        /// The last value written.
+        written: u64,
+    },
+}
+
+/// `min(writes, span / cost + 1)`: how many reconciles a reconciler that starts again as soon
+/// as it finishes can fit into the storm (and never more than one per write).
+pub fn expected_reconciles(r: &Report) -> f64 {
+    match r.span_over_cost_plus_one {
+        Some(e) => e.min(r.writes_issued as f64),
+        None => r.writes_issued as f64,
+    }
+}
+
+/// Checks the durable claims on one run: under virtual time collapse is exactly 1.0 when
+/// cost < gap (under the real clock events sometimes arrive together; see
+/// [`bands::REAL_COLLAPSE_AT_OR_BELOW_GAP`]); it is above 1.0 when cost > gap; the reconcile count is near [`expected_reconciles`] (virtual: within
+/// [`VIRTUAL_TOLERANCE`]; real: its ratio in [`bands::REAL_RECONCILE_RATIO`]); the last
+/// reconcile acted on the last value written.
+pub fn check_claims(r: &Report) -> Result<(), ClaimFailed> {
+    let (cost_ms, gap_ms) = (r.cost.as_millis() as u64, r.gap.as_millis() as u64);
+    if r.clock == Clock::Virtual && r.cost < r.gap && r.collapse != 1.0 {
+        return Err(ClaimFailed::CollapsedBelowGap {
+            cost_ms,
+            gap_ms,
+            collapse: r.collapse,
+        });
+    }
+    if r.cost > r.gap && r.writes_issued > 1 && r.collapse <= 1.0 {
+        return Err(ClaimFailed::NoCollapseWhenBehind { cost_ms, gap_ms });
+    }
+    let expected = expected_reconciles(r);
+    let off = match r.clock {
+        Clock::Virtual => ((r.reconciles as f64 - expected).abs() > VIRTUAL_TOLERANCE)
+            .then(|| format!("virtual: within {VIRTUAL_TOLERANCE}")),
+        Clock::Real => {
+            let ratio = r.reconciles as f64 / expected;
+            bands::REAL_RECONCILE_RATIO
+                .try_check("reconciles / expected", round3(ratio))
+                .err()
+                .map(|e| e.to_string())
+        }
+    };
+    if let Some(why) = off {
+        return Err(ClaimFailed::OffTheFormula {
+            reconciles: r.reconciles,
+            expected,
+            why,
+        });
+    }
+    if !r.ended_on_final_value() {
+        return Err(ClaimFailed::WrongFinalValue {
+            observed: r.final_observed,
+            written: r.final_written,
+        });
+    }
+    Ok(())
+}
+
+/// Runs grouped by (events, cost in ms), each as (span in ms, reconciles) sorted by span.
+pub type SpanGroups = BTreeMap<(u64, u64), Vec<(f64, u64)>>;
+
+/// Among runs with the same number of events and the same cost, a longer span gave more
+/// reconciles: the count follows the span, not the events. Returns the groups it compared
+/// (events, cost in ms) → reconciles by span, and fails if a group is not increasing.
+pub fn reconciles_follow_span(
+    reports: &[Report],
+) -> Result<SpanGroups, String> {
+    let mut groups = SpanGroups::new();
+    for r in reports {
+        groups
+            .entry((r.events_delivered, r.cost.as_millis() as u64))
+            .or_default()
+            .push((millis(r.burst_span), r.reconciles));
+    }
+    groups.retain(|_, v| v.len() > 1);
+    for ((events, cost), runs) in &mut groups {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        runs.dedup();
+        if runs.windows(2).any(|w| w[1].1 <= w[0].1) {
+            return Err(format!(
+                "{events} events at {cost} ms: reconciles do not grow with the span: {runs:?}"
+            ));
+        }
+    }
+    Ok(groups)
+}
+
+/// One printed row of a sweep: exact under virtual time, bands under the real clock.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Writes.
+    pub writes: u64,
+    /// Gap, ms.
+    pub gap_ms: u64,
+    /// Cost, ms.
+    pub cost_ms: u64,
+    /// Events heard (every write's event: durable, exact under both clocks).
+    pub events: u64,
+    /// Virtual: the span in ms. Real: the band of (span / writes − gap) in ms.
+    pub span: String,
+    /// Virtual: the reconcile count. Real: the band of reconciles / expected.
+    pub reconciles: String,
+    /// Virtual: `min(writes, span / cost + 1)`. Real: omitted (it moves with the span).
+    pub expected: String,
+    /// Virtual: events / reconciles. Real: a band where cost ≤ gap, else "> 1 (asserted)".
+    pub collapse: String,
+    /// The value the last reconcile acted on (durable: the last value written).
+    pub final_observed: Option<u64>,
+    /// Virtual: ms from the last write to the end of the last reconcile. Real: the band of
+    /// (converge − cost) in ms.
+    pub converge: String,
+}
+
+impl Row {
+    /// The row for `r`, checking real-clock values against their bands (panics outside).
+    pub fn of(r: &Report) -> Row {
+        let cost_ms = r.cost.as_millis() as u64;
+        let gap_ms = r.gap.as_millis() as u64;
+        let (span, reconciles, expected, collapse, converge) = match r.clock {
+            Clock::Virtual => (
+                format!("{}", millis(r.burst_span)),
+                r.reconciles.to_string(),
+                format!("{}", round3(expected_reconciles(r))),
+                format!("{}", r.collapse),
+                format!("{}", millis(r.converge)),
+            ),
+            Clock::Real => {
+                let per_write = millis(r.burst_span) / r.writes_issued as f64 - gap_ms as f64;
+                let ratio = round3(r.reconciles as f64 / expected_reconciles(r));
+                let collapse = if r.cost <= r.gap {
+                    bands::REAL_COLLAPSE_AT_OR_BELOW_GAP
+                        .check("collapse", r.collapse)
+                        .to_string()
+                } else {
+                    assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
+                    "> 1 (asserted)".to_owned()
+                };
+                (
+                    bands::REAL_WRITE_OVERHEAD_MS
+                        .check("span/writes - gap (ms)", per_write)
+                        .to_string(),
+                    bands::REAL_RECONCILE_RATIO
+                        .check("reconciles / expected", ratio)
+                        .to_string(),
+                    "-".into(),
+                    collapse,
+                    bands::REAL_CONVERGE_OVERHEAD_MS
+                        .check("converge - cost (ms)", millis(r.converge) - cost_ms as f64)
+                        .to_string(),
+                )
+            }
+        };
+        Row {
+            writes: r.writes_issued,
+            gap_ms,
+            cost_ms,
+            events: r.events_delivered,
+            span,
+            reconciles,
+            expected,
+            collapse,
+            final_observed: r.final_observed,
+            converge,
+        }
+    }
+}
+
+/// The rows of `reports` as a fixed-width text table (what the chapter's snapshots hold).
+pub fn rows_table(reports: &[Report]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>6} {:>4} {:>5} {:>6} {:>15} {:>15} {:>8} {:>15} {:>6} {:>15}",
+        "writes",
+        "gap",
+        "cost",
+        "events",
+        "span ms",
+        "reconciles",
+        "expected",
+        "collapse",
+        "final",
+        "converge ms"
+    );
+    for r in reports {
+        let row = Row::of(r);
+        let _ = writeln!(
+            out,
+            "{:>6} {:>4} {:>5} {:>6} {:>15} {:>15} {:>8} {:>15} {:>6} {:>15}",
+            row.writes,
+            row.gap_ms,
+            row.cost_ms,
+            row.events,
+            row.span,
+            row.reconciles,
+            row.expected,
+            row.collapse,
+            row.final_observed.map_or("none".into(), |v| v.to_string()),
+            row.converge
+        );
+    }
+    out
+}
+
+/// Where the cost-sweep plot lives, relative to the crate root.
+pub const PLOT_PATH: &str = "chapters/figures/ch06_cost_sweep.svg";
+
+/// Draws the virtual-time cost sweep as an SVG: reconciles (and `span / cost + 1`) against
+/// the reconcile cost. The x axis is **ordinal**: the seven costs are evenly spaced, whatever
+/// their values.
+pub fn cost_plot_svg(reports: &[Report]) -> String {
+    use plotters::prelude::*;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE).expect("svg fill");
+        let n = reports.len() as i32;
+        let max = reports.iter().map(|r| r.reconciles).max().unwrap_or(1) as f64 * 1.1;
+        let labels: Vec<String> = reports
+            .iter()
+            .map(|r| format!("{} ms", r.cost.as_millis()))
+            .collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "200 writes 1 ms apart: reconciles vs reconcile cost (virtual time)",
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..max)
+            .expect("svg chart");
+        chart
+            .configure_mesh()
+            .x_labels(reports.len())
+            .x_label_formatter(&|x| {
+                let i = x.round() as usize;
+                if (x - x.round()).abs() < 1e-6 && i < labels.len() {
+                    labels[i].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("reconcile cost (ordinal axis: evenly spaced, not to scale)")
+            .y_desc("reconciles")
+            .draw()
+            .expect("svg mesh");
+        let points: Vec<(f64, f64)> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as f64, r.reconciles as f64))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
+            .expect("svg line")
+            .label("reconciles")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, BLUE.filled())))
+            .expect("svg points");
+        let formula: Vec<(f64, f64)> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as f64, expected_reconciles(r)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(formula, RED.stroke_width(1)))
+            .expect("svg formula")
+            .label("min(writes, span / cost + 1)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .draw()
+            .expect("svg legend");
+        root.present().expect("svg present");
+    }
+    svg
+}

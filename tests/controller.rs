@@ -1,0 +1,316 @@
+//! The controller's public behaviour, against the embedded API server in-process, under
+//! tokio's paused clock: every timing below is virtual, so each test is exact and instant.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use controlloop::{
+    controller::{Context, Controller, ControllerError, Error, Request, Result as Res},
+    lab::burst::rig::{self, Backend, Fixture, Recorder, value_of},
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+async fn fixture(objects: &[&str]) -> Fixture {
+    let f = Fixture::new(&Backend::InProcess).await.unwrap();
+    for o in objects {
+        f.target.create(o, 0).await.unwrap();
+    }
+    f
+}
+
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    within(what, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+}
+
+/// The reconciler never sees the event: it reads the object from the cache, so a reconcile
+/// that starts after three writes acts on the third value, once.
+#[test]
+fn the_reconciler_reads_the_current_object_from_the_cache() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a"]).await;
+        let recorder = Recorder::new();
+        let rec = recorder.clone();
+        let c = Controller::builder("t")
+            .build(&f.informer, move |req: Request, ctx: Context<ConfigMap>| {
+                let rec = rec.clone();
+                async move {
+                    rec.act(
+                        ctx.get(&req).and_then(|cm| value_of(&cm)),
+                        Duration::from_millis(50),
+                    )
+                    .await;
+                    Ok(Res::done())
+                }
+            })
+            .unwrap();
+        f.run_informer();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        until("initial reconcile never ran", || {
+            recorder.observations().len() == 1
+        })
+        .await;
+        let api = f.target.api();
+        rig::set_value(&api, "a", 1).await.unwrap(); // starts a reconcile of 1
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        for v in 2..=3 {
+            rig::set_value(&api, "a", v).await.unwrap(); // both arrive while it runs
+        }
+        until("the dirty key was never re-queued by done()?", || {
+            recorder.observations().len() == 3
+        })
+        .await;
+        let values: Vec<_> = recorder.observations().iter().map(|o| o.value).collect();
+        assert_eq!(values, vec![Some(0), Some(1), Some(3)]);
+        assert_eq!(recorder.max_in_flight(), 1);
+        c.shutdown();
+        within("run never returned after shutdown", run)
+            .await
+            .unwrap()
+            .unwrap();
+        f.stop().await;
+    });
+}
+
+/// A panic inside the reconciler is recovered as `Error::Panic` (controller-runtime's
+/// default), counted, and retried with backoff; the key is released in between.
+#[test]
+fn a_panicking_reconciler_is_recovered_and_retried() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a"]).await;
+        let calls = Arc::new(AtomicU64::new(0));
+        let n = calls.clone();
+        let c = Controller::builder("t")
+            .build(
+                &f.informer,
+                move |_req: Request, _ctx: Context<ConfigMap>| {
+                    let first = n.fetch_add(1, Ordering::SeqCst) == 0;
+                    async move {
+                        if first {
+                            panic!("boom");
+                        }
+                        Ok(Res::done())
+                    }
+                },
+            )
+            .unwrap();
+        f.run_informer();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        until("the panicked key was never retried", || {
+            calls.load(Ordering::SeqCst) == 2
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let m = c.metrics();
+        assert_eq!((m.panics, m.errors, m.success), (1, 1, 1));
+        assert_eq!(c.queue().num_requeues(&Request::new("default", "a")), 0);
+        c.shutdown();
+        within("run never returned", run).await.unwrap().unwrap();
+        f.stop().await;
+    });
+}
+
+/// With `recover_panic(false)` the panic reaches `run`, as upstream re-panics; the key was
+/// still released on the way (the claim's drop runs while unwinding).
+#[test]
+fn an_unrecovered_panic_reaches_run_and_still_releases_the_key() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a"]).await;
+        let c = Controller::builder("t")
+            .recover_panic(false)
+            .build(
+                &f.informer,
+                |_req: Request, _ctx: Context<ConfigMap>| async {
+                    if true {
+                        panic!("unrecovered");
+                    }
+                    Ok(Res::done())
+                },
+            )
+            .unwrap();
+        f.run_informer();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        let joined = within("run never returned after the panic", run).await;
+        assert!(joined.unwrap_err().is_panic());
+        // Released: a drain waits only for held keys, and returns.
+        within(
+            "the key is still held: was the claim not dropped while unwinding?",
+            c.queue().shut_down_with_drain(),
+        )
+        .await;
+        f.stop().await;
+    });
+}
+
+/// Shutdown stops taking work but lets the reconcile in flight finish.
+#[test]
+fn shutdown_waits_for_the_reconcile_in_flight_and_takes_no_more() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a", "b"]).await;
+        let recorder = Recorder::new();
+        let rec = recorder.clone();
+        let c = Controller::builder("t")
+            .build(
+                &f.informer,
+                move |_req: Request, _ctx: Context<ConfigMap>| {
+                    let rec = rec.clone();
+                    async move {
+                        rec.act(None, Duration::from_millis(100)).await;
+                        Ok(Res::done())
+                    }
+                },
+            )
+            .unwrap();
+        f.run_informer();
+        let started = tokio::time::Instant::now();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        until("no reconcile started", || recorder.in_flight() == 1).await;
+        c.shutdown();
+        within("run never returned", run).await.unwrap().unwrap();
+        assert_eq!(
+            recorder.observations().len(),
+            1,
+            "the second key was not taken"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "returned before the reconcile ended"
+        );
+        f.stop().await;
+    });
+}
+
+/// Several workers run several keys at once, never more than `max_concurrent_reconciles`, and
+/// never one key twice (the queue's processing set).
+#[test]
+fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
+    runtime().block_on(async {
+        let names: Vec<String> = (0..12).map(|i| format!("o{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut f = fixture(&refs).await;
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let peak = Arc::new(AtomicU64::new(0));
+        let (i, p) = (in_flight.clone(), peak.clone());
+        let c = Controller::builder("t")
+            .max_concurrent_reconciles(4)
+            .build(
+                &f.informer,
+                move |_req: Request, _ctx: Context<ConfigMap>| {
+                    let (i, p) = (i.clone(), p.clone());
+                    async move {
+                        p.fetch_max(i.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        i.fetch_sub(1, Ordering::SeqCst);
+                        Ok(Res::done())
+                    }
+                },
+            )
+            .unwrap();
+        f.run_informer();
+        let started = tokio::time::Instant::now();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        until("not every key was reconciled", || c.metrics().success == 12).await;
+        assert_eq!(peak.load(Ordering::SeqCst), 4);
+        // 12 keys x 10 ms on 4 workers: 30 ms (plus the 1 ms polling of `until`); serial: 120.
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(30) && took <= Duration::from_millis(31),
+            "{took:?}"
+        );
+        c.shutdown();
+        within("run never returned", run).await.unwrap().unwrap();
+        f.stop().await;
+    });
+}
+
+/// Upstream's start-up errors: a nameless controller, a second start, a cache that never syncs.
+#[test]
+fn start_up_errors_are_upstreams() {
+    runtime().block_on(async {
+        let f = fixture(&[]).await;
+        let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
+        let err = Controller::builder("").build(&f.informer, noop).err();
+        assert_eq!(err, Some(ControllerError::NoName));
+        let c = Controller::builder("t")
+            .cache_sync_timeout(Duration::from_secs(5))
+            .build(&f.informer, noop)
+            .unwrap();
+        // The informer never runs, so the cache never syncs.
+        let r = c.run(futures::future::pending()).await;
+        assert_eq!(
+            r,
+            Err(ControllerError::CacheSyncTimeout(Duration::from_secs(5)))
+        );
+        assert_eq!(
+            c.run(futures::future::pending()).await,
+            Err(ControllerError::AlreadyStarted)
+        );
+        f.stop().await;
+    });
+}
+
+/// A terminal error is neither retried nor forgotten.
+#[test]
+fn a_terminal_error_is_not_retried() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a"]).await;
+        let c = Controller::builder("t")
+            .build(
+                &f.informer,
+                |_req: Request, _ctx: Context<ConfigMap>| async {
+                    Err(Error::terminal("bad spec"))
+                },
+            )
+            .unwrap();
+        f.run_informer();
+        let run = tokio::spawn({
+            let c = c.clone();
+            async move { c.run(futures::future::pending()).await }
+        });
+        until("the reconcile never ran", || c.metrics().errors == 1).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        let m = c.metrics();
+        assert_eq!((m.errors, m.terminal_errors), (1, 1), "retried: {m:?}");
+        c.shutdown();
+        within("run never returned", run).await.unwrap().unwrap();
+        f.stop().await;
+    });
+}
