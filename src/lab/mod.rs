@@ -6,6 +6,7 @@
 //! run can never disagree about what was measured.
 
 pub mod burst;
+pub mod edge;
 pub mod fifo;
 pub mod method;
 pub mod resync;
@@ -50,6 +51,11 @@ pub fn experiments() -> Vec<Experiment> {
             name: "ch06_real",
             chapter: "06-deduplication.md",
             run: burst::ch06::run_real,
+        },
+        Experiment {
+            name: "edge",
+            chapter: "07-edge-triggered-bill.md",
+            run: edge::experiment,
         },
     ]
 }
