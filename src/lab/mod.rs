@@ -10,6 +10,7 @@ pub mod edge;
 pub mod fifo;
 pub mod method;
 pub mod resync;
+pub mod status_hatch;
 pub mod workqueue;
 
 /// One experiment a chapter shows.
@@ -56,6 +57,11 @@ pub fn experiments() -> Vec<Experiment> {
             name: "edge",
             chapter: "07-edge-triggered-bill.md",
             run: edge::experiment,
+        },
+        Experiment {
+            name: "status_hatch",
+            chapter: "08-where-the-rule-is-written.md",
+            run: status_hatch::experiment,
         },
     ]
 }
