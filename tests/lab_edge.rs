@@ -62,5 +62,8 @@ fn the_bill_check_fails_when_the_edge_design_does_not_lose() {
         r.edge = r.level.clone(); // an "edge" design that behaves like the level one
     }
     let caught = std::panic::catch_unwind(|| edge::check(&bill));
-    assert!(caught.is_err(), "check() accepted an edge design that lost nothing");
+    assert!(
+        caught.is_err(),
+        "check() accepted an edge design that lost nothing"
+    );
 }

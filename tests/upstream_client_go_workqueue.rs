@@ -46,11 +46,7 @@ async fn shut_down(q: &Queue<usize>, how: Shutdown) {
 
 /// Spawns `n` consumers that get, yield, and done until shutdown; returns how many items each
 /// consumer processed. `readd_once` makes each consumer re-add an item the first time it sees it.
-fn consumers(
-    q: &Queue<usize>,
-    n: usize,
-    readd_once: bool,
-) -> Vec<tokio::task::JoinHandle<usize>> {
+fn consumers(q: &Queue<usize>, n: usize, readd_once: bool) -> Vec<tokio::task::JoinHandle<usize>> {
     (0..n)
         .map(|_| {
             let q = q.clone();
@@ -92,14 +88,18 @@ async fn producers_then_shutdown(how: Shutdown, readd_once: bool) {
     q.add(999); // after shutdown: dropped
     let mut processed = 0;
     for w in workers {
-        processed += timeout(HANG, w)
-            .await
-            .expect("a consumer hung")
-            .unwrap();
+        processed += timeout(HANG, w).await.expect("a consumer hung").unwrap();
     }
-    assert!(processed >= 50, "every producer's key was processed at least once");
+    assert!(
+        processed >= 50,
+        "every producer's key was processed at least once"
+    );
     assert_eq!(q.len(), 0, "{how:?}: the queue ends empty");
-    assert_eq!(get(&q, "after shutdown").await, None, "999 is never returned");
+    assert_eq!(
+        get(&q, "after shutdown").await,
+        None,
+        "999 is never returned"
+    );
 }
 
 /// Item 1, `TestBasic`: 50 producers, 10 consumers, each shutdown mode.
@@ -159,7 +159,10 @@ async fn collapse_and_no_second_worker_while_processing() {
     advance(Duration::from_secs(5)).await;
     assert!(!second.is_finished(), "a second worker got a held key");
     q.done(&held);
-    let got = timeout(HANG, second).await.expect("get() hung after done").unwrap();
+    let got = timeout(HANG, second)
+        .await
+        .expect("get() hung after done")
+        .unwrap();
     assert_eq!(got, Some("foo"));
 }
 
@@ -293,7 +296,10 @@ async fn simple_delayed_add_fires_once_and_never_again() {
 /// Item 12, `TestRateLimitingQueue`.
 #[tokio::test(start_paused = true)]
 async fn rate_limiting_queue_backs_off_and_forget_resets() {
-    let q = RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(MS, Duration::from_secs(1)));
+    let q = RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(
+        MS,
+        Duration::from_secs(1),
+    ));
     q.add_rate_limited("one"); // ready after 1 ms
     q.add_rate_limited("one"); // 2 ms: later, so dropped
     assert_eq!(q.num_requeues(&"one"), 2);
@@ -338,7 +344,10 @@ fn exponential_never_overflows_past_its_maximum() {
     }
     assert_eq!(l.when(&"overflow1"), Duration::from_secs(1000));
 
-    let hours = ItemExponentialFailureRateLimiter::new(Duration::from_secs(60), Duration::from_secs(1000 * 3600));
+    let hours = ItemExponentialFailureRateLimiter::new(
+        Duration::from_secs(60),
+        Duration::from_secs(1000 * 3600),
+    );
     for _ in 0..2 {
         hours.when(&"two");
     }
@@ -362,8 +371,15 @@ fn fast_slow_max_of_and_max_wait() {
     assert_eq!(fs.when(&"one"), 5 * MS);
 
     let max = MaxOfRateLimiter::new(vec![
-        Box::new(ItemFastSlowRateLimiter::new(5 * MS, Duration::from_secs(3), 3)),
-        Box::new(ItemExponentialFailureRateLimiter::new(MS, Duration::from_secs(1))),
+        Box::new(ItemFastSlowRateLimiter::new(
+            5 * MS,
+            Duration::from_secs(3),
+            3,
+        )),
+        Box::new(ItemExponentialFailureRateLimiter::new(
+            MS,
+            Duration::from_secs(1),
+        )),
     ]);
     let d: Vec<_> = (0..5).map(|_| max.when(&"one")).collect();
     let three = Duration::from_secs(3);
@@ -374,7 +390,10 @@ fn fast_slow_max_of_and_max_wait() {
     assert_eq!(max.when(&"one"), 5 * MS);
 
     let capped = WithMaxWaitRateLimiter::new(
-        Box::new(ItemExponentialFailureRateLimiter::new(Duration::from_secs(60), Duration::from_secs(3600))),
+        Box::new(ItemExponentialFailureRateLimiter::new(
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+        )),
         Duration::from_secs(500),
     );
     let d: Vec<_> = (0..5).map(|_| capped.when(&"one")).collect();
@@ -410,7 +429,11 @@ async fn metrics_measure_latency_work_duration_and_depth_counts_dirty() {
         q.add("foo"); // dirty while processing
     }
     let s = m.snapshot("test").unwrap();
-    assert_eq!((s.adds, s.depth, q.len()), (2, 1, 0), "depth counts dirty, not len");
+    assert_eq!(
+        (s.adds, s.depth, q.len()),
+        (2, 1, 0),
+        "depth counts dirty, not len"
+    );
     advance(MS).await;
     q.done(&foo);
     assert_eq!(m.snapshot("test").unwrap().work_duration, vec![0.031]);
@@ -421,11 +444,21 @@ async fn metrics_measure_latency_work_duration_and_depth_counts_dirty() {
     // (sleep, not advance: the paused clock then lets the 500 ms loop run at each tick)
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let s = m.snapshot("test").unwrap();
-    assert_eq!(s.unfinished_work_updates, 2, "the loop has run at 500 and 1000 ms");
+    assert_eq!(
+        s.unfinished_work_updates, 2,
+        "the loop has run at 500 and 1000 ms"
+    );
     // The loop's ticks are at 500 ms and 1000 ms after the queue was built; `foo` was taken
     // at 81 ms, so at the last tick it had been held 919 ms.
-    assert!((s.unfinished_work_seconds - 0.919).abs() < 1e-9, "{}", s.unfinished_work_seconds);
-    assert_eq!(s.unfinished_work_seconds, s.longest_running_processor_seconds);
+    assert!(
+        (s.unfinished_work_seconds - 0.919).abs() < 1e-9,
+        "{}",
+        s.unfinished_work_seconds
+    );
+    assert_eq!(
+        s.unfinished_work_seconds,
+        s.longest_running_processor_seconds
+    );
     q.done(&foo);
 }
 
@@ -440,5 +473,8 @@ async fn no_unfinished_work_updates_after_shutdown() {
     assert_eq!(before, 2, "updated at 500 ms and 1000 ms");
     q.shut_down();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(m.snapshot("shutdown").unwrap().unfinished_work_updates, before);
+    assert_eq!(
+        m.snapshot("shutdown").unwrap().unfinished_work_updates,
+        before
+    );
 }

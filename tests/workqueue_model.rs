@@ -121,5 +121,9 @@ fn the_model_comparison_catches_the_queue_without_a_processing_set() {
     assert_eq!(core.get(), model.get());
     core.add(1);
     model.add(1);
-    assert_ne!(core.get(), model.get(), "the broken queue hands out a held key");
+    assert_ne!(
+        core.get(),
+        model.get(),
+        "the broken queue hands out a held key"
+    );
 }

@@ -532,7 +532,8 @@ pub async fn run_async(params: &Params) -> Report {
     let key = format!("{NAMESPACE}/{OBJECT}");
     let designs = [Design::Level, Design::Edge];
     let downstreams = designs.map(|_| Downstream::new(params.cost));
-    let start = |d: usize| Process::start(designs[d], &client, downstreams[d].clone(), params.workers);
+    let start =
+        |d: usize| Process::start(designs[d], &client, downstreams[d].clone(), params.workers);
     let mut procs: Vec<Option<Process>> = (0..2).map(|d| Some(start(d))).collect();
     let settle = Duration::from_secs(1) + params.cost * 4;
     tokio::time::sleep(settle).await;
@@ -545,7 +546,12 @@ pub async fn run_async(params: &Params) -> Report {
         );
     }
     let base: Vec<(u64, u64)> = (0..2)
-        .map(|d| (procs[d].as_ref().map_or(0, Process::events), downstreams[d].commands()))
+        .map(|d| {
+            (
+                procs[d].as_ref().map_or(0, Process::events),
+                downstreams[d].commands(),
+            )
+        })
         .collect();
     let mut dead_events = [0u64; 2];
     if params.fail_first_command {
@@ -659,19 +665,31 @@ pub fn experiment() {
 pub fn check(bill: &[(&'static str, Report)]) {
     let get = |name: &str| &bill.iter().find(|(n, _)| *n == name).expect(name).1;
     let dedup = get("ch07_dedup");
-    assert_eq!(dedup.edge.reconciles, dedup.writes, "edge: one reconcile per event");
+    assert_eq!(
+        dedup.edge.reconciles, dedup.writes,
+        "edge: one reconcile per event"
+    );
     assert!(dedup.level.reconciles < dedup.writes / 4, "level collapses");
     assert!(dedup.level.ends_right && dedup.edge.ends_right);
     let sw = get("ch07_single_writer");
     assert_eq!(sw.level.max_holders_per_key, 1, "level: one writer per key");
     assert!(sw.edge.max_holders_per_key > 1, "edge: the detector fires");
     let order = get("ch07_order");
-    assert!(order.level.ends_right, "level recovers from a transient failure");
-    assert!(!order.edge.ends_right, "edge applies the retried change last");
+    assert!(
+        order.level.ends_right,
+        "level recovers from a transient failure"
+    );
+    assert!(
+        !order.edge.ends_right,
+        "edge applies the retried change last"
+    );
     let restart = get("ch07_restart");
     assert!(restart.level.ends_right, "level relists and converges");
     assert!(!restart.edge.ends_right, "edge loses its queued payloads");
     for (name, r) in bill {
-        assert_eq!(r.widget_gets, 0, "{name}: a reconcile read the server, not the cache");
+        assert_eq!(
+            r.widget_gets, 0,
+            "{name}: a reconcile read the server, not the cache"
+        );
     }
 }

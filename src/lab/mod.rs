@@ -6,6 +6,7 @@
 //! run can never disagree about what was measured.
 
 pub mod burst;
+pub mod drills;
 pub mod edge;
 pub mod fifo;
 pub mod method;

@@ -459,12 +459,8 @@ pub fn generations() -> Vec<Moment> {
                 }
             };
             let mut out = vec![moment("create, before any controller runs").await];
-            let process = Process::start(
-                Design::StatusHatch,
-                &client,
-                Arc::default(),
-                Arc::default(),
-            );
+            let process =
+                Process::start(Design::StatusHatch, &client, Arc::default(), Arc::default());
             tokio::time::sleep(SETTLE).await;
             out.push(moment("the controller's first reconcile").await);
             let patch = serde_json::json!({ "spec": { "color": "green" } });
@@ -524,9 +520,15 @@ pub fn table() -> (Vec<Row>, [Run; 3]) {
 /// at some step, and the hatch's own status writes came back as events without an action.
 pub fn check(runs: &[Run; 3]) {
     let [hatch, memory, event] = runs;
-    assert!(hatch.correct, "the status hatch missed or repeated an action");
+    assert!(
+        hatch.correct,
+        "the status hatch missed or repeated an action"
+    );
     assert!(!memory.correct, "in-memory last-seen survived a restart?");
-    assert!(!event.correct, "old-vs-new survived a dropped event and a restart?");
+    assert!(
+        !event.correct,
+        "old-vs-new survived a dropped event and a restart?"
+    );
     assert!(hatch.status_writes > 0);
     assert_eq!(
         hatch.own_status_events, hatch.status_writes,
@@ -550,11 +552,31 @@ pub fn experiment() {
 /// moves no generation at all, so only the hatch's own record shows it.
 pub fn check_generations(m: &[Moment]) {
     let at = |i: usize| &m[i];
-    assert_eq!(at(2).generation, at(1).generation.map(|g| g + 1), "spec change bumps");
-    assert_eq!(at(2).observed_generation, at(1).generation, "status lags the spec");
-    assert_eq!(at(3).observed_generation, at(3).generation, "the reconcile caught up");
-    assert_eq!(at(3).generation, at(2).generation, "a status write bumps no generation");
-    assert_eq!(at(4).generation, at(3).generation, "an annotation bumps no generation");
+    assert_eq!(
+        at(2).generation,
+        at(1).generation.map(|g| g + 1),
+        "spec change bumps"
+    );
+    assert_eq!(
+        at(2).observed_generation,
+        at(1).generation,
+        "status lags the spec"
+    );
+    assert_eq!(
+        at(3).observed_generation,
+        at(3).generation,
+        "the reconcile caught up"
+    );
+    assert_eq!(
+        at(3).generation,
+        at(2).generation,
+        "a status write bumps no generation"
+    );
+    assert_eq!(
+        at(4).generation,
+        at(3).generation,
+        "an annotation bumps no generation"
+    );
     assert_eq!((at(4).enabled, at(4).recorded), (true, Some(false)));
     assert_eq!((at(5).enabled, at(5).recorded), (true, Some(true)));
 }

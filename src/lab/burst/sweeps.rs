@@ -165,9 +165,7 @@ pub type SpanGroups = BTreeMap<(u64, u64), Vec<(f64, u64)>>;
 /// Among runs with the same number of events and the same cost, a longer span gave more
 /// reconciles: the count follows the span, not the events. Returns the groups it compared
 /// (events, cost in ms) → reconciles by span, and fails if a group is not increasing.
-pub fn reconciles_follow_span(
-    reports: &[Report],
-) -> Result<SpanGroups, String> {
+pub fn reconciles_follow_span(reports: &[Report]) -> Result<SpanGroups, String> {
     let mut groups = SpanGroups::new();
     for r in reports {
         groups
