@@ -112,10 +112,10 @@ fn write_to_reconcile(c: &mut Criterion) {
                     rig::set_value(&api, rig::OBJECT, value).await.unwrap();
                     let started = loop {
                         rx.changed().await.unwrap();
-                        if let Some((v, at)) = *rx.borrow() {
-                            if v == value {
-                                break at;
-                            }
+                        if let Some((v, at)) = *rx.borrow()
+                            && v == value
+                        {
+                            break at;
                         }
                     };
                     total += started - sent;

@@ -43,6 +43,10 @@ pub mod workqueue;
 pub mod book {
     #[doc = include_str!("../chapters/00-introduction.md")]
     pub mod ch00_introduction {}
+    #[doc = include_str!("../chapters/01-two-small-sets.md")]
+    pub mod ch01_two_small_sets {}
+    #[doc = include_str!("../chapters/02-forget-is-not-done.md")]
+    pub mod ch02_forget_is_not_done {}
     #[doc = include_str!("../chapters/03-realfifo.md")]
     pub mod ch03_realfifo {}
     #[doc = include_str!("../chapters/04-resync.md")]

@@ -28,7 +28,51 @@ pub struct Experiment {
 
 /// Every experiment the book uses, in chapter order.
 pub fn experiments() -> Vec<Experiment> {
+    const CH01: &str = "chapters/01-two-small-sets.md";
+    const CH02: &str = "chapters/02-forget-is-not-done.md";
     vec![
+        Experiment {
+            name: "ch01_coalescing",
+            chapter: CH01,
+            run: || {
+                workqueue::ch01_coalescing();
+            },
+        },
+        Experiment {
+            name: "ch01_contention",
+            chapter: CH01,
+            run: || {
+                workqueue::ch01_contention();
+            },
+        },
+        Experiment {
+            name: "ch02_forget_without_done",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_forget_without_done();
+            },
+        },
+        Experiment {
+            name: "ch02_default_limiter_table",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_default_limiter_table();
+            },
+        },
+        Experiment {
+            name: "ch02_bucket_120_items",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_bucket_120_items();
+            },
+        },
+        Experiment {
+            name: "ch02_done_without_forget",
+            chapter: CH02,
+            run: || {
+                workqueue::ch02_done_without_forget();
+            },
+        },
         Experiment {
             name: "fifo",
             chapter: "03-realfifo.md",
