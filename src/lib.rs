@@ -55,6 +55,12 @@ pub mod book {
     pub mod ch05_method {}
     #[doc = include_str!("../chapters/06-deduplication.md")]
     pub mod ch06_deduplication {}
+    #[doc = include_str!("../chapters/07-edge-triggered-bill.md")]
+    pub mod ch07_edge_triggered_bill {}
+    #[doc = include_str!("../chapters/08-where-the-rule-is-written.md")]
+    pub mod ch08_where_the_rule_is_written {}
+    #[doc = include_str!("../chapters/09-spoken-drills.md")]
+    pub mod ch09_spoken_drills {}
     #[doc = include_str!("../chapters/10-what-varies.md")]
     pub mod ch10_what_varies {}
     #[doc = include_str!("../chapters/99-what-it-costs.md")]

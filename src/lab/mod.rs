@@ -7,9 +7,12 @@
 
 pub mod bands;
 pub mod burst;
+pub mod drills;
+pub mod edge;
 pub mod fifo;
 pub mod method;
 pub mod resync;
+pub mod status_hatch;
 pub mod workqueue;
 
 /// One experiment a chapter shows.
@@ -95,6 +98,16 @@ pub fn experiments() -> Vec<Experiment> {
             name: "ch06_real",
             chapter: "06-deduplication.md",
             run: burst::ch06::run_real,
+        },
+        Experiment {
+            name: "edge",
+            chapter: "07-edge-triggered-bill.md",
+            run: edge::experiment,
+        },
+        Experiment {
+            name: "status_hatch",
+            chapter: "08-where-the-rule-is-written.md",
+            run: status_hatch::experiment,
         },
     ]
 }
