@@ -4,6 +4,12 @@
 //! It declares the streaming-list mode unsupported, as the fake does
 //! (`IsWatchListSemanticsUnSupported`), and passes the fake's objects through untouched:
 //! their resourceVersions are whatever the test wrote, usually empty.
+//!
+//! # Layering
+//! This is the one place `cache` imports from `apiserver`. The fake clientset is a client-side
+//! object in client-go (`kubernetes/fake`), but it lives beside the embedded server here because
+//! both are "the other end" that experiments run against; this adapter is the seam between them,
+//! and nothing else in `cache` knows the fake exists.
 
 use futures::{StreamExt, future::BoxFuture};
 use kube::Resource;
