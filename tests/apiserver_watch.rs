@@ -188,6 +188,28 @@ async fn close_watches_ends_open_streams_cleanly() {
 }
 
 #[tokio::test]
+async fn expire_watches_sends_an_open_stream_error_410_then_ends_it() {
+    let server = server().await;
+    let api = cms(&server, "default");
+    let mut w = open_watch(&api, &WatchParams::default(), "1").await;
+    create(&api, &cm("a", &[], "1")).await;
+    assert_eq!(
+        next_event(&mut w, "no ADDED before the expiry").await,
+        ev("ADDED", "a", 2)
+    );
+    server.expire_watches();
+    assert_eq!(
+        next_event(&mut w, "expire_watches sent no ERROR event").await,
+        ev("ERROR", "Expired", 410)
+    );
+    assert!(
+        within("stream not closed after ERROR", w.next())
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn dropped_events_and_silent_writes_take_revisions_but_reach_no_watcher() {
     let server = server().await;
     let api = cms(&server, "default");

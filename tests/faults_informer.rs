@@ -139,14 +139,11 @@ impl Running {
     /// Waits until the server has answered `n` watch requests (a watch is logged when it
     /// starts streaming).
     async fn wait_for_watches(&self, n: usize) {
-        tokio::time::timeout(WAIT, async {
-            while self.count(is_watch) < n {
-                tokio::task::yield_now().await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("fewer than {n} watches: reflector stuck in backoff?"));
+        let cluster = self.server.cluster();
+        let enough = |log: &[RequestRecord]| log.iter().filter(|r| is_watch(r)).count() >= n;
+        tokio::time::timeout(WAIT, cluster.wait_for_requests(enough))
+            .await
+            .unwrap_or_else(|_| panic!("fewer than {n} watches: reflector stuck in backoff?"));
     }
 
     async fn stop(mut self) {
@@ -199,6 +196,31 @@ async fn watch_410_in_the_stream_relists() {
     );
     assert!(lists[0].ends_with("resourceVersion="), "{}", lists[0]);
     assert!(!lists[1].ends_with("resourceVersion="), "{}", lists[1]);
+    r.stop().await;
+}
+
+/// The server expires the open watch itself (ERROR 410 in the stream, as when etcd compacted
+/// past the revision the watch was reading): the reflector must relist, and the relist finds a
+/// write whose event the watch never delivered.
+#[tokio::test]
+async fn watch_410_mid_stream_relists() {
+    let mut r = Running::start().await;
+    r.server.cluster().drop_next_events(1);
+    r.api
+        .replace("a", &PostParams::default(), &{
+            let mut c = r.api.get("a").await.unwrap();
+            c.data = Some([("v".to_string(), "2".to_string())].into());
+            c
+        })
+        .await
+        .unwrap();
+    r.server.cluster().expire_watches();
+    r.expect(
+        "update a 2",
+        "the 410 mid-stream did not lead to a relist that finds the hidden write",
+    )
+    .await;
+    assert_eq!(r.count(is_list), 2, "exactly one relist after the 410");
     r.stop().await;
 }
 

@@ -69,6 +69,7 @@ pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Respo
         query,
         status,
     });
+    shared.logged.notify_waiters();
     resp
 }
 

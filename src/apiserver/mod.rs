@@ -142,6 +142,8 @@ pub(crate) struct Signal {
     head: u64,
     /// Bumped by `close_watches`: every watch open at the time ends.
     closes: u64,
+    /// Bumped by `expire_watches`: every watch open at the time gets ERROR 410, then ends.
+    expires: u64,
     /// Bumped by `send_bookmarks`: every watch allowing bookmarks gets one.
     bookmarks: u64,
 }
@@ -154,6 +156,8 @@ pub(crate) struct Shared {
     /// Why a separate mutex: the log is appended after every response and read by tests,
     /// and must never wait for a storage write.
     log: Mutex<Vec<RequestRecord>>,
+    /// Woken after every append to `log`, so a test can wait for a request instead of polling.
+    logged: tokio::sync::Notify,
     faults: Mutex<controls::Faults>,
     /// `host:port` for the `/api` discovery document; empty in-process.
     address: Mutex<String>,
@@ -197,6 +201,7 @@ impl Cluster {
                 epoch: options.epoch.unwrap_or_else(Timestamp::now),
                 options,
                 log: Mutex::new(Vec::new()),
+                logged: tokio::sync::Notify::new(),
                 faults: Mutex::new(controls::Faults::default()),
                 address: Mutex::new(String::new()),
                 started: tokio::time::Instant::now(),
@@ -255,6 +260,21 @@ impl Cluster {
         self.shared.log.lock().clone()
     }
 
+    /// Waits until `done` holds for the request log, re-checking after every logged request.
+    /// Put a timeout around it: it waits for as long as no matching request comes.
+    pub async fn wait_for_requests(&self, mut done: impl FnMut(&[RequestRecord]) -> bool) {
+        loop {
+            // Register before checking, so a request logged in between still wakes us.
+            let notified = self.shared.logged.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done(&self.shared.log.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Empties the request log.
     pub fn clear_requests(&self) {
         self.shared.log.lock().clear();
@@ -268,6 +288,13 @@ impl Cluster {
     /// Ends every open watch stream cleanly, as an apiserver restart or a load balancer does.
     pub fn close_watches(&self) {
         self.shared.signal.send_modify(|s| s.closes += 1);
+    }
+
+    /// Sends every open watch an ERROR event carrying a 410 Expired `Status`, then ends it: what
+    /// a client sees when the server has compacted past the revision its watch was reading.
+    /// A client must relist; resuming the watch at its last resourceVersion cannot help.
+    pub fn expire_watches(&self) {
+        self.shared.signal.send_modify(|s| s.expires += 1);
     }
 
     /// Sends a BOOKMARK now to every open watch that allows them.

@@ -204,6 +204,13 @@ pub(crate) fn stream(
                     if changed.is_err() || now.closes != start.closes {
                         return;
                     }
+                    if now.expires != start.expires {
+                        let e = ApiError::expired(format!(
+                            "too old resource version: {pos} (the watch was expired by the server)"
+                        ));
+                        yield Ok(error_event(&e));
+                        return;
+                    }
                     if now.bookmarks != bookmarks_seen {
                         bookmarks_seen = now.bookmarks;
                         want_bookmark = true;
