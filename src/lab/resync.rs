@@ -12,15 +12,15 @@
 //!  35  stop
 //! ```
 //!
-//! The informer's events go through `GenerationChanged` and `EnqueueRequestForObject` into a
-//! rate-limiting workqueue, and a worker "reconciles" each request by reading the object.
+//! A [`Controller`] watches through the informer: its events go through `GenerationChanged` and
+//! `EnqueueRequestForObject` into its rate-limiting workqueue, and its reconciler reads the
+//! object from the cache.
 //! The remedy variant's reconciler also returns a per-object requeue-after of one hour: the
 //! queue re-adds the request directly, bypassing the predicates, and that reconciler reads the
 //! *live* object through the client, as controller-runtime's uncached `APIReader` does,
 //! because the cache cannot contain what the watch never delivered.
-//!
-//! The controller of issue 7 does not exist yet; the worker loop here drives the workqueue
-//! directly (`claim`, `forget`, `add_after`, `done`), as the controller will.
+//! The controller turns that result into `forget` + `add_after`, as controller-runtime v0.22
+//! does.
 
 use std::{sync::Arc, time::Duration};
 
@@ -32,12 +32,10 @@ use tokio::time::Instant;
 use crate::apiserver::{Cluster, RequestRecord, ServerOptions};
 use crate::cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer, Variant};
 use crate::controller::{
-    Event, Request,
-    handler::EnqueueRequestForObject,
+    Context, Controller, Event, Request, Result as ReconcileResult,
     predicate::{GenerationChanged, Predicate},
 };
 use crate::resources::{Widget, WidgetSpec};
-use crate::workqueue::{RateLimitingQueue, rate_limiter::ItemExponentialFailureRateLimiter};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -155,71 +153,48 @@ async fn run_async(setup: Setup) -> Report {
     let informer = Arc::new(SharedIndexInformer::new(api.clone(), options));
     let fifo = informer.fifo_choice().describe();
 
-    let queue = RateLimitingQueue::<Request>::new(ItemExponentialFailureRateLimiter::new(
-        Duration::from_millis(5),
-        Duration::from_secs(1000),
-    ));
     let counts = Arc::new(Mutex::new(UpdateCounts::default()));
-    let enqueue = {
-        let queue = queue.clone();
-        move |ev: Event<Widget>| {
-            if GenerationChanged.matches(&ev)
-                && let Some(r) = EnqueueRequestForObject::request_for(&ev)
-            {
-                queue.add(r);
-            }
-        }
-    };
-    let (e1, e2, c) = (enqueue.clone(), enqueue, counts.clone());
+    // A counting handler beside the controller's own: it sees exactly what the controller's
+    // predicates see, and records what each update carried.
+    let c = counts.clone();
     informer
-        .add_event_handler(
-            HandlerFuncs::new()
-                .on_add(move |object, is_in_initial_list| {
-                    e1(Event::Create {
-                        object,
-                        is_in_initial_list,
-                    })
-                })
-                .on_update(move |old: Arc<Widget>, new: Arc<Widget>| {
-                    let mut c = c.lock();
-                    c.total += 1;
-                    if same_content(&old, &new) {
-                        c.old_equals_new += 1;
-                    } else {
-                        c.payload_changed += 1;
-                    }
-                    if Arc::ptr_eq(&old, &new) {
-                        c.same_pointer += 1;
-                    }
-                    let ev = Event::Update {
-                        old: Some(old),
-                        new: Some(new),
-                    };
-                    if GenerationChanged.matches(&ev) {
-                        c.generation_changed_passes += 1;
-                    }
-                    drop(c);
-                    e2(ev);
-                }),
-        )
+        .add_event_handler(HandlerFuncs::new().on_update(
+            move |old: Arc<Widget>, new: Arc<Widget>| {
+                let mut c = c.lock();
+                c.total += 1;
+                if same_content(&old, &new) {
+                    c.old_equals_new += 1;
+                } else {
+                    c.payload_changed += 1;
+                }
+                if Arc::ptr_eq(&old, &new) {
+                    c.same_pointer += 1;
+                }
+                let ev = Event::Update {
+                    old: Some(old),
+                    new: Some(new),
+                };
+                if GenerationChanged.matches(&ev) {
+                    c.generation_changed_passes += 1;
+                }
+            },
+        ))
         .expect("informer not stopped");
 
+    // The controller: GenerationChanged, then EnqueueRequestForObject, then the workers. Its
+    // reconciler reads the cache, or — for the remedy — the live object, and asks to look
+    // again in an hour. controller-runtime turns that result into `forget` + `add_after`,
+    // straight into the queue: no informer, no predicate on that path.
     let reconciles = Arc::new(Mutex::new(Vec::new()));
-    let worker = {
-        let (queue, informer, api, reconciles) = (
-            queue.clone(),
-            informer.clone(),
-            api.clone(),
-            reconciles.clone(),
-        );
-        async move {
-            while let Some(claim) = queue.claim().await {
-                let req = claim.item().clone();
+    let reconciler = {
+        let (api, reconciles) = (api.clone(), reconciles.clone());
+        move |req: Request, ctx: Context<Widget>| {
+            let (api, reconciles) = (api.clone(), reconciles.clone());
+            async move {
                 let seen = if setup.requeue_after {
                     api.get(&req.name).await.ok().map(|w| color(&w))
                 } else {
-                    let key = format!("{}/{}", req.namespace, req.name);
-                    informer.indexer().get_by_key(&key).map(|w| color(&w))
+                    ctx.get(&req).map(|w| color(&w))
                 };
                 if let Some(color) = seen {
                     reconciles.lock().push(Reconcile {
@@ -227,14 +202,18 @@ async fn run_async(setup: Setup) -> Report {
                         color,
                     });
                 }
-                if setup.requeue_after {
-                    claim.forget();
-                    claim.add_after(HOUR);
-                }
-                claim.done();
+                Ok(if setup.requeue_after {
+                    ReconcileResult::requeue_after(HOUR)
+                } else {
+                    ReconcileResult::done()
+                })
             }
         }
     };
+    let controller = Controller::builder("widget")
+        .with_predicate(GenerationChanged)
+        .build(&informer, reconciler)
+        .expect("a named controller on a running informer");
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let inf = informer.clone();
@@ -244,7 +223,14 @@ async fn run_async(setup: Setup) -> Report {
         })
         .await
     });
-    let worker = tokio::spawn(worker);
+    let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(async move {
+        controller
+            .run(async {
+                let _ = ctl_stop_rx.await;
+            })
+            .await
+    });
 
     tokio::time::sleep_until(t0 + HOUR).await;
     let mut w = api.get("w").await.expect("get");
@@ -270,9 +256,12 @@ async fn run_async(setup: Setup) -> Report {
     tokio::time::sleep_until(t0 + HOUR * 35).await;
     let relists = cluster.requests().iter().filter(|r| is_list(r)).count() - lists_before;
     let _ = stop_tx.send(());
+    let _ = ctl_stop_tx.send(());
+    worker
+        .await
+        .expect("controller task")
+        .expect("controller ran");
     running.await.expect("informer task");
-    queue.shut_down();
-    worker.await.expect("worker task");
 
     let server_color = color(&api.get("w").await.expect("get"));
     let cached_color = color(&informer.indexer().get_by_key("default/w").expect("cached"));
