@@ -45,7 +45,8 @@ pub fn build(root: &Path, dest: Option<&Path>) -> anyhow::Result<PathBuf> {
             complaints.join("\n  ")
         );
     }
-    Ok(out)
+    // `build-dir` is relative to the book (`../target/book`): show the reader a clean path.
+    Ok(out.canonicalize().unwrap_or(out))
 }
 
 /// Collects every WARN or ERROR event as a line of text.
