@@ -54,7 +54,7 @@ pub use fifo::{
 pub use real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions, RealFifoOptionsError};
 pub use store::{
     IndexFunc, KeyError, KeyFunc, KeyListerGetter, LookupError, NAMESPACE_INDEX, Store, StoreError,
-    meta_namespace_key, meta_namespace_key_func, namespace_index_func,
+    StoreWrite, meta_namespace_key, meta_namespace_key_func, namespace_index_func,
 };
 
 /// What the cache can hold: any kube resource that can be shared across tasks, such as

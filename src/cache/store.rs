@@ -110,6 +110,18 @@ pub enum StoreError {
     IndexerConflict(Vec<String>),
 }
 
+/// One write of [`Store::apply_batch`] (upstream's `Transaction`; its Add and Update are the
+/// same write here, as [`Store::add`] is [`Store::update`]).
+#[derive(Debug)]
+pub enum StoreWrite<K> {
+    /// [`Store::update`]: insert or replace, recording the resource version.
+    Update(Arc<K>),
+    /// [`Store::delete`]: remove by the object's key, recording the resource version.
+    Delete(Arc<K>),
+    /// [`Store::delete_by_key`]: remove a tombstone's key.
+    DeleteKey(String),
+}
+
 struct Inner<K> {
     items: BTreeMap<String, Arc<K>>,
     indexers: BTreeMap<String, IndexFunc<K>>,
@@ -307,6 +319,37 @@ impl<K: Object> Store<K> {
         Ok(())
     }
 
+    /// Applies several writes under **one** write lock, in order (upstream's
+    /// `TransactionStore.Transaction`, which the informer's batch processing uses): a reader
+    /// sees either none of the batch or all of it. Every key is computed before the lock is
+    /// taken; a write whose key fails is skipped and the others still apply. The result has
+    /// one entry per write, in order: upstream's `SuccessfulIndices` are the `Ok` ones.
+    pub fn apply_batch(&self, writes: Vec<StoreWrite<K>>) -> Vec<Result<(), KeyError>> {
+        let keyed: Vec<_> = writes
+            .into_iter()
+            .map(|w| match w {
+                StoreWrite::Update(o) => self.key_of(&o).map(|k| (k, Some(o), true)),
+                StoreWrite::Delete(o) => self.key_of(&o).map(|k| (k, Some(o), false)),
+                StoreWrite::DeleteKey(k) => Ok((k, None, false)),
+            })
+            .collect();
+        let mut inner = self.inner.write();
+        keyed
+            .into_iter()
+            .map(|w| {
+                let (key, obj, upsert) = w?;
+                if let Some(o) = &obj {
+                    Self::note_rv(&mut inner, o);
+                }
+                match (obj, upsert) {
+                    (Some(o), true) => inner.put(key, o),
+                    _ => inner.remove(&key),
+                }
+                Ok(())
+            })
+            .collect()
+    }
+
     /// Upstream's `Resync` on a plain store does nothing.
     pub fn resync(&self) {}
 
@@ -495,6 +538,27 @@ mod tests {
             .unwrap_err();
         assert_eq!(err, StoreError::IndexerConflict(vec!["namespace".into()]));
         assert!(s.index_keys("team", "red").is_err(), "nothing was added");
+    }
+
+    #[test]
+    fn apply_batch_writes_in_order_and_reports_each_write() {
+        let s = Store::with_indexers([team_index()]).tracking_resource_version(true);
+        s.add(cm("ns", "gone", "red")).unwrap();
+        let mut a = (*cm("ns", "a", "blue")).clone();
+        a.metadata.resource_version = Some("7".into());
+        let results = s.apply_batch(vec![
+            StoreWrite::Update(cm("ns", "b", "red")),
+            StoreWrite::DeleteKey("ns/gone".into()),
+            StoreWrite::Update(Arc::new(a)),
+        ]);
+        assert_eq!(results, [Ok(()), Ok(()), Ok(())]);
+        assert_eq!(s.list_keys(), ["ns/a", "ns/b"]);
+        assert_eq!(s.index_keys("team", "red").unwrap(), ["ns/b"]);
+        assert_eq!(
+            s.last_store_sync_resource_version(),
+            "7",
+            "the last write's rv"
+        );
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! `on_update(old, new)` and `on_delete(obj or tombstone)`, all with `Arc<K>`.
 //!
 //! # Invariants
-//! 1. The indexer is written *before* the handlers are notified of that write.
+//! 1. The indexer is written *before* the handlers are notified of that write. In batch mode
+//!    the whole batch is written before the first of its notifications.
 //! 2. A resync delivers `on_update(x, x)`: the very `Arc` the indexer holds, twice
 //!    (`Arc::ptr_eq(old, new)`). The server is not contacted.
 //! 3. An update whose old and new resourceVersions are equal (a resync, or an unchanged object
@@ -27,8 +28,13 @@
 //! processing) → `block_deltas` → indexer lock / processor lock, never the reverse.
 //!
 //! # Differences from upstream
-//! - Batch pops (`InOrderInformersBatchProcess`) are not used: deltas are processed one Pop at a
-//!   time. The order of store writes and notifications is the same.
+//! - Batch pops (`InOrderInformersBatchProcess`, [`FifoChoice::batch_process`]) follow
+//!   upstream: the RealFIFO's `pop_batch` hands a batch to `handle_batch`
+//!   (`processDeltasInBatch`), which writes the whole batch under one store lock
+//!   ([`Store::apply_batch`], upstream's `Transaction`) and then notifies in order. Notification
+//!   order is the same as one delta per Pop; only the cache a handler may read is newer.
+//!   The store always supports batches, so upstream's one-by-one fallback for stores without
+//!   transactions is not ported.
 //! - [`Variant`] keeps deliberately broken informers for the book's detectors.
 
 use std::{sync::Arc, time::Duration};
@@ -37,9 +43,9 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::{
-    DeletedFinalStateUnknown, DeltaObject, DeltaType, Deltas, FifoChoice, Object, PopError, Queue,
-    Store, lister_watcher::ListerWatcher, reflector::Reflector, reflector::ReflectorOptions,
-    select_fifo,
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, FifoChoice, InformerFifo,
+    Object, PopError, Queue, Store, StoreWrite, lister_watcher::ListerWatcher,
+    reflector::Reflector, reflector::ReflectorOptions, select_fifo,
 };
 use crate::features::{Feature, FeatureGates};
 
@@ -198,6 +204,18 @@ impl InformerOptions {
             variant: Variant::Faithful,
         }
     }
+}
+
+/// Why processing a Pop failed. Logged by the process loop, never retried (as upstream).
+#[derive(Debug, thiserror::Error)]
+enum ProcessError {
+    /// An object's key could not be computed.
+    #[error(transparent)]
+    Key(#[from] super::KeyError),
+    /// A delta type batch processing refuses (upstream: "Delta type %s is not supported in
+    /// batch processing").
+    #[error("Delta type {0} is not supported in batch processing")]
+    NotBatchable(DeltaType),
 }
 
 /// Errors from handler registration.
@@ -371,11 +389,10 @@ where
         let reflector = Reflector::new(self.lw.clone(), fifo.clone(), ropts);
         let process = async {
             loop {
-                let popped = fifo.pop(|d, initial| self.handle_deltas(d, initial)).await;
-                match popped {
+                match self.process_next(&fifo).await {
                     Err(PopError::Closed) => return,
                     Err(PopError::Process(e)) => tracing::error!(error = %e, "processing deltas"),
-                    Ok(_) => {}
+                    Ok(()) => {}
                 }
                 if fifo.has_synced() {
                     self.mark_synced();
@@ -396,6 +413,45 @@ where
         fifo.close();
         self.processor.stop();
         self.lifecycle.lock().stopped = true;
+    }
+
+    /// One Pop (upstream `processLoop`'s body): a batch when the gates select batch
+    /// processing and the FIFO can pop batches (upstream's `QueueWithBatch` check), else one
+    /// item. A batch of one goes to [`Self::handle_deltas`], as upstream's `PopBatch` does.
+    async fn process_next(&self, fifo: &InformerFifo<K>) -> Result<(), PopError<ProcessError>> {
+        match fifo.as_real().filter(|_| self.choice.batch_process) {
+            Some(real) => real
+                .pop_batch(
+                    |batch, initial| self.handle_batch(batch, initial),
+                    |d, initial| Ok(self.handle_deltas(d, initial)?),
+                )
+                .await
+                .map(drop),
+            None => fifo
+                .pop(|d, initial| Ok(self.handle_deltas(d, initial)?))
+                .await
+                .map(drop),
+        }
+    }
+
+    /// [`Self::process_next`] without waiting: `None` if nothing is queued. For tests that
+    /// step the informer one Pop at a time.
+    #[cfg(test)]
+    fn try_process_next(
+        &self,
+        fifo: &InformerFifo<K>,
+    ) -> Option<Result<(), PopError<ProcessError>>> {
+        match fifo.as_real().filter(|_| self.choice.batch_process) {
+            Some(real) => real
+                .try_pop_batch(
+                    |batch, initial| self.handle_batch(batch, initial),
+                    |d, initial| Ok(self.handle_deltas(d, initial)?),
+                )
+                .map(|r| r.map(drop)),
+            None => fifo
+                .try_pop(|d, initial| Ok(self.handle_deltas(d, initial)?))
+                .map(|r| r.map(drop)),
+        }
     }
 
     fn mark_synced(&self) {
@@ -478,6 +534,71 @@ where
             }
         }
         Ok(())
+    }
+
+    /// upstream `processDeltasInBatch`: every write of the batch under one store lock
+    /// ([`Store::apply_batch`]), and only *then* the notifications, in order. So while the
+    /// first object's notification is distributed, the cache already holds the batch's last
+    /// states (I1 still holds). Only Added, Updated, Deleted, Replaced and Sync are accepted;
+    /// the FIFO never batches the others (see [`DeltaType::is_batchable`]). After a failed
+    /// write only the successful writes are notified, and the first error is returned.
+    fn handle_batch(&self, batch: &[Delta<K>], initial: bool) -> Result<(), ProcessError> {
+        let _blocked = self.block_deltas.lock();
+        let mut writes = Vec::with_capacity(batch.len());
+        let mut notes = Vec::with_capacity(batch.len());
+        for d in batch {
+            match (d.delta_type, &d.object) {
+                (
+                    DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated,
+                    DeltaObject::Object(obj),
+                ) => {
+                    // A key error here fails the write below too, so it is never notified.
+                    notes.push(match self.indexer.get(obj).ok().flatten() {
+                        Some(old) => Notification::Update {
+                            old,
+                            new: obj.clone(),
+                        },
+                        None => Notification::Add {
+                            obj: obj.clone(),
+                            initial,
+                        },
+                    });
+                    writes.push(StoreWrite::Update(obj.clone()));
+                }
+                (DeltaType::Deleted, DeltaObject::Object(o)) => {
+                    notes.push(Notification::Delete(DeletedObject::Object(o.clone())));
+                    writes.push(StoreWrite::Delete(o.clone()));
+                }
+                (DeltaType::Deleted, DeltaObject::Tombstone(t)) => {
+                    notes.push(Notification::Delete(DeletedObject::Tombstone(t.clone())));
+                    writes.push(StoreWrite::DeleteKey(t.key.clone()));
+                }
+                (t @ (DeltaType::ReplacedAll | DeltaType::SyncAll | DeltaType::Bookmark), _) => {
+                    return Err(ProcessError::NotBatchable(t));
+                }
+                (t, _) => tracing::error!(delta_type = %t, "unexpected delta object"),
+            }
+        }
+        if self.options.variant == Variant::HandlersBeforeCache {
+            for n in &notes {
+                self.processor.deliver_now(n.clone());
+            }
+            notes.clear();
+        }
+        let results = self.indexer.apply_batch(writes);
+        let mut first_error = None;
+        let mut notes = notes.into_iter();
+        for r in results {
+            let n = notes.next();
+            match (r, n) {
+                (Ok(()), Some(n)) => self.notify(n),
+                (Err(e), _) => {
+                    first_error.get_or_insert(e);
+                }
+                (Ok(()), None) => {} // HandlersBeforeCache delivered them already
+            }
+        }
+        first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
     fn upsert(&self, obj: Arc<K>, initial: bool) -> Result<(), super::KeyError> {

@@ -201,3 +201,130 @@ async fn the_broken_variants_break_what_they_claim_to() {
     run_for(&informer, Duration::from_secs(185)).await;
     assert_eq!(lw.list_calls().len(), 4);
 }
+
+/// Steps the informer by hand, one Pop at a time, letting the handlers' tasks run between
+/// Pops. Queues `a` and `b` at rv 1, then updates to both at rv 2 *before* any processing,
+/// and returns the handler's log plus, for each update of `a`, the rv of `b` the cache held
+/// when `a`'s handler ran.
+///
+/// Technique: stepping with `try_process_next` instead of `run` fixes where the handler
+/// tasks get to run (between Pops), so what a handler reads is deterministic, not a race.
+async fn step_two_updates(minor: u32) -> (Vec<String>, Vec<String>) {
+    let lw = ScriptedListerWatcher::<ConfigMap>::new().without_watch_list();
+    let informer = Arc::new(SharedIndexInformer::new(lw, options(minor, Duration::ZERO)));
+    let (h, log) = recorder();
+    informer.add_event_handler(h).unwrap();
+    let seen = Arc::new(Mutex::new(vec![]));
+    let (inf, s) = (informer.clone(), seen.clone());
+    let probe = HandlerFuncs::new().on_update(move |_, new: Arc<ConfigMap>| {
+        if new.metadata.name.as_deref() == Some("a") {
+            let b = inf.indexer().get_by_key("ns/b").expect("b is cached");
+            s.lock().push(b.metadata.resource_version.clone().unwrap());
+        }
+    });
+    informer.add_event_handler(probe).unwrap();
+    informer.processor.start_listeners();
+    let fifo = informer.fifo_choice().build("cm", informer.indexer());
+    let arc = |name, rv| Arc::new(cm(name, rv));
+    fifo.replace(vec![arc("a", "1"), arc("b", "1")], "1")
+        .unwrap();
+    fifo.update(arc("a", "2")).unwrap();
+    fifo.update(arc("b", "2")).unwrap();
+    let mut pops = 0;
+    while let Some(r) = informer.try_process_next(&fifo) {
+        r.unwrap_or_else(|e| panic!("at 1.{minor}: processing failed: {e}"));
+        pops += 1;
+        assert!(pops < 100, "at 1.{minor}: the FIFO never drains");
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let log = log.lock().clone();
+    let seen = seen.lock().clone();
+    (log, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_batch_mode_the_first_handler_already_sees_the_second_objects_new_state() {
+    let choice = select_fifo(&FeatureGates::at_minor(36).unwrap());
+    assert!(choice.batch_process, "1.36 batches by default");
+    let (_, b_seen_by_a) = step_two_updates(36).await;
+    assert_eq!(
+        b_seen_by_a,
+        ["2"],
+        "a's update and b's update are one batch: both written before any handler runs"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_single_mode_the_first_handler_still_sees_the_second_objects_old_state() {
+    let choice = select_fifo(&FeatureGates::at_minor(34).unwrap());
+    assert!(
+        !choice.batch_process,
+        "1.34 predates InOrderInformersBatchProcess"
+    );
+    let (_, b_seen_by_a) = step_two_updates(34).await;
+    assert_eq!(
+        b_seen_by_a,
+        ["1"],
+        "one delta per Pop: b is written only after a's handler ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_and_single_mode_deliver_the_same_events_in_the_same_order() {
+    let expected = [
+        "add a initial=true",
+        "add b initial=true",
+        "update a",
+        "update b",
+    ];
+    for minor in [34, 36] {
+        let (log, _) = step_two_updates(minor).await;
+        assert_eq!(log, expected, "stepped, at 1.{minor}");
+    }
+
+    // The same through `run`, fed by a watch: updates, an add, a delete, a repeated key.
+    let mut logs = vec![];
+    for minor in [34, 36] {
+        let lw = ScriptedListerWatcher::new().without_watch_list();
+        lw.push_list(Ok(page("10", vec![cm("a", "5"), cm("b", "6")])));
+        lw.push_watch(ScriptedWatch::Stream(vec![
+            Scripted::Event(WatchEvent::Modified(cm("a", "11"))),
+            Scripted::Event(WatchEvent::Modified(cm("b", "12"))),
+            Scripted::Event(WatchEvent::Added(cm("c", "13"))),
+            Scripted::Event(WatchEvent::Deleted(cm("a", "14"))),
+            Scripted::Event(WatchEvent::Modified(cm("b", "15"))),
+            Scripted::Hang,
+        ]));
+        let informer = SharedIndexInformer::new(lw, options(minor, Duration::ZERO));
+        let (h, log) = recorder();
+        let reg = informer.add_event_handler(h).unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            run_for(&informer, Duration::from_secs(5)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("at 1.{minor}: run never returned (process loop stuck?)"));
+        assert!(reg.has_synced(), "at 1.{minor}: never synced");
+        assert_eq!(
+            informer.indexer().list_keys(),
+            ["ns/b", "ns/c"],
+            "at 1.{minor}"
+        );
+        logs.push(log.lock().clone());
+    }
+    assert_eq!(
+        logs[0],
+        [
+            "add a initial=true",
+            "add b initial=true",
+            "update a",
+            "update b",
+            "add c initial=false",
+            "delete a",
+            "update b"
+        ]
+    );
+    assert_eq!(logs[0], logs[1], "1.34 (single) and 1.36 (batched) differ");
+}
