@@ -146,6 +146,17 @@ impl Running {
             .unwrap_or_else(|_| panic!("fewer than {n} watches: reflector stuck in backoff?"));
     }
 
+    /// Sets `a` to 2 with its watch event dropped: only a relist can bring it into the cache.
+    async fn hidden_write(&self) {
+        self.server.cluster().drop_next_events(1);
+        let mut c = self.api.get("a").await.unwrap();
+        c.data = Some([("v".to_string(), "2".to_string())].into());
+        self.api
+            .replace("a", &PostParams::default(), &c)
+            .await
+            .unwrap();
+    }
+
     async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         tokio::time::timeout(WAIT, self.task)
@@ -160,15 +171,7 @@ impl Running {
 async fn watch_410_in_the_stream_relists() {
     let mut r = Running::start().await;
     // A write the client never sees, then compaction past it.
-    r.server.cluster().drop_next_events(1);
-    r.api
-        .replace("a", &PostParams::default(), &{
-            let mut c = r.api.get("a").await.unwrap();
-            c.data = Some([("v".to_string(), "2".to_string())].into());
-            c
-        })
-        .await
-        .unwrap();
+    r.hidden_write().await;
     r.server.cluster().compact();
     // The server's watchers never fall behind on their own, so the watch is dropped: the
     // reflector re-watches from its last resourceVersion, now compacted away, and the server
@@ -205,15 +208,7 @@ async fn watch_410_in_the_stream_relists() {
 #[tokio::test]
 async fn watch_410_mid_stream_relists() {
     let mut r = Running::start().await;
-    r.server.cluster().drop_next_events(1);
-    r.api
-        .replace("a", &PostParams::default(), &{
-            let mut c = r.api.get("a").await.unwrap();
-            c.data = Some([("v".to_string(), "2".to_string())].into());
-            c
-        })
-        .await
-        .unwrap();
+    r.hidden_write().await;
     r.server.cluster().expire_watches();
     r.expect(
         "update a 2",
