@@ -1,5 +1,5 @@
 //! The cost of a band check, so that chapters can check bands inside hot experiment loops.
-use controlloop::band::Band;
+use controlloop::book::band::Band;
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 

@@ -13,7 +13,7 @@ use std::{
 
 use controlloop::{
     controller::{Context, Controller, Request, Result as Res},
-    lab::burst::rig::{self, Backend, Fixture, value_of},
+    lab::rig::{self, Backend, Fixture, value_of},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -5,7 +5,10 @@ use std::{panic, path::PathBuf, time::Instant};
 
 use anyhow::bail;
 use clap::{Parser, Subcommand};
-use controlloop::{apiserver, lab, site};
+use controlloop::{
+    apiserver,
+    book::{self, site},
+};
 
 /// Runs every experiment the book shows, then builds the book as a website.
 #[derive(Parser)]
@@ -78,7 +81,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::List) => {
-            for e in lab::experiments() {
+            for e in book::experiments() {
                 println!("{:<28} {}", e.name, e.chapter);
             }
             Ok(())
@@ -97,7 +100,7 @@ fn main() -> anyhow::Result<()> {
 /// Runs the experiments named (all if `names` is empty). A failing one is reported and the
 /// rest still run; the command fails at the end if any failed.
 fn run_experiments(names: &[String]) -> anyhow::Result<()> {
-    let all = lab::experiments();
+    let all: Vec<_> = book::experiments().collect();
     for n in names {
         if !all.iter().any(|e| e.name == n) {
             bail!("no experiment named {n:?}; `controlloop list` shows them");

@@ -1,8 +1,8 @@
 //! Guards for the book's wiring: what `cargo test` runs, what mdBook shows, and what the
 //! snapshots folder holds must be the same set of things.
 //!
-//! `src/lib.rs` makes each chapter a doctest module with `include_str!`. These tests check that
-//! every `chapters/*.md` is wired in there (a chapter nobody lists is never tested) and listed in
+//! `src/book/chapters.rs` registers each chapter (a doctest module and its experiments). These
+//! tests check that every `chapters/*.md` is registered there (a chapter nobody lists is never tested) and listed in
 //! SUMMARY.md (and each SUMMARY entry exists), that every snapshot include resolves, that every
 //! snapshot is shown by some chapter, and that no chapter contains a code fence rustdoc would
 //! silently compile as Rust.
@@ -67,23 +67,41 @@ fn every_chapter_is_named_nn_name_md() {
 }
 
 #[test]
-fn lib_rs_runs_exactly_the_chapter_files_as_doctests() {
-    let lib = fs::read_to_string(Path::new(ROOT).join("src/lib.rs")).unwrap();
-    let wired: BTreeSet<String> = lib
-        .split("include_str!(\"../chapters/")
-        .skip(1)
-        .map(|rest| rest.split('"').next().unwrap().to_owned())
+fn the_registry_runs_exactly_the_chapter_files_as_doctests() {
+    // `book::chapters!` makes one doctest module per registered chapter, so a chapter file
+    // missing from the registry is never run by `cargo test`.
+    let registered: BTreeSet<String> = controlloop::book::chapters()
+        .iter()
+        .map(|c| c.file.to_owned())
         .collect();
     let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
-    let unwired: Vec<_> = files.difference(&wired).collect();
-    let missing: Vec<_> = wired.difference(&files).collect();
+    let unwired: Vec<_> = files.difference(&registered).collect();
+    let missing: Vec<_> = registered.difference(&files).collect();
     assert!(
         unwired.is_empty(),
-        "chapters never run by `cargo test` (add them to `mod book` in src/lib.rs): {unwired:?}"
+        "chapters never run by `cargo test` (add them to src/book/chapters.rs): {unwired:?}"
     );
     assert!(
         missing.is_empty(),
-        "src/lib.rs includes chapters that do not exist: {missing:?}"
+        "src/book/chapters.rs registers chapters that do not exist: {missing:?}"
+    );
+}
+
+#[test]
+fn the_registry_lists_chapters_in_summary_order() {
+    let summary = fs::read_to_string(Path::new(ROOT).join("chapters/SUMMARY.md")).unwrap();
+    let in_summary: Vec<String> = summary
+        .split("](")
+        .skip(1)
+        .map(|rest| rest.split(')').next().unwrap().to_owned())
+        .collect();
+    let registered: Vec<String> = controlloop::book::chapters()
+        .iter()
+        .map(|c| c.file.to_owned())
+        .collect();
+    assert_eq!(
+        registered, in_summary,
+        "src/book/chapters.rs and SUMMARY.md disagree on order"
     );
 }
 
@@ -170,7 +188,7 @@ fn every_fence_is_tagged_and_no_include_sits_in_rust() {
 #[test]
 fn every_experiment_and_band_names_a_chapter_that_exists() {
     let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
-    for e in controlloop::lab::experiments() {
+    for e in controlloop::book::experiments() {
         assert!(
             files.contains(e.chapter),
             "experiment {} names {}",
@@ -178,7 +196,7 @@ fn every_experiment_and_band_names_a_chapter_that_exists() {
             e.chapter
         );
     }
-    for b in controlloop::lab::bands::all() {
+    for b in controlloop::book::bands::all() {
         assert!(
             files.contains(b.chapter),
             "band {} names {}",

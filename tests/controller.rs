@@ -11,7 +11,7 @@ use std::{
 
 use controlloop::{
     controller::{Context, Controller, ControllerError, Error, Request, Result as Res},
-    lab::burst::rig::{self, Backend, Fixture, Recorder, value_of},
+    lab::rig::{self, Backend, Fixture, Recorder, value_of},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 

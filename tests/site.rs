@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use controlloop::site;
+use controlloop::book::site;
 
 fn scratch(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("controlloop-site-{tag}-{}", std::process::id()));

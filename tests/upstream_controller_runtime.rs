@@ -11,7 +11,7 @@ use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use controlloop::{
     controller::{Context, Controller, Error, MetricsSnapshot, Outcome, Request, Result as Res},
-    lab::burst::rig::{Backend, Fixture},
+    lab::rig::{Backend, Fixture},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;

@@ -78,7 +78,6 @@
 mod controls;
 mod discovery;
 mod errors;
-pub mod fake;
 mod handlers;
 mod kinds;
 mod protobuf;

@@ -29,7 +29,6 @@ use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use kube::api::{Api, ListParams, VersionMatch, WatchParams};
 use serde::de::DeserializeOwned;
 
-pub mod fake;
 pub mod scripted;
 
 /// What a list call asks for (client-go's `metav1.ListOptions`, the fields a reflector sets).

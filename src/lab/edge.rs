@@ -508,12 +508,7 @@ pub struct Report {
 
 /// Runs one storm on a fresh paused-clock runtime.
 pub fn run(params: &Params) -> Report {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(run_async(params))
+    crate::lab::rig::paused(run_async(params))
 }
 
 /// Runs one storm on the current runtime, whose clock must be paused.
@@ -657,7 +652,7 @@ pub fn experiment() {
     let bill = bill();
     check(&bill);
     for (name, report) in &bill {
-        crate::snap::yaml(name, report, vec![]);
+        crate::book::snap::yaml(name, report, vec![]);
     }
 }
 

@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use similar::{Algorithm, ChangeTag, capture_diff_slices};
 
+use crate::book::snap;
 use crate::cache::{
     Delta, DeltaObject, Deltas, FifoChoice, InformerFifo, Queue, Store, select_fifo,
 };
 use crate::features::{Feature, FeatureGates, PreRelease, klog};
-use crate::snap;
 
 /// A ConfigMap in `default` named `name`, with `data.v` when `v` is given.
 pub fn cm(name: &str, v: Option<u32>) -> Arc<ConfigMap> {

@@ -19,11 +19,12 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::apiserver::{Cluster, ServerOptions, fake::FakeClientset};
+use crate::apiserver::{Cluster, ServerOptions};
 use crate::cache::{
-    lister_watcher::{ListerWatcher, fake::FakeListerWatcher},
+    lister_watcher::ListerWatcher,
     shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer, Variant},
 };
+use crate::fake::{FakeClientset, FakeListerWatcher};
 
 /// How many updates each run makes.
 pub const UPDATES: u32 = 5;
@@ -88,49 +89,43 @@ fn cm(i: u32) -> ConfigMap {
 
 /// Runs both checks for one source and informer.
 pub fn run(source: Source, informer: Variant) -> Row {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-        .block_on(async move {
-            match source {
-                Source::Fake => {
-                    let fake = FakeClientset::new();
-                    fake.create("default", &cm(0)).expect("create");
-                    let lw = FakeListerWatcher::new(fake.clone(), Some("default"));
-                    let write = move |i: u32| {
-                        let fake = fake.clone();
-                        async move {
-                            fake.update("default", &cm(i)).expect("update");
-                        }
-                    };
-                    check(lw, informer, write).await
-                }
-                Source::Server => {
-                    let cluster = Cluster::new(ServerOptions::default());
-                    let api: Api<ConfigMap> =
-                        Api::namespaced(cluster.in_process_client(), "default");
-                    api.create(&PostParams::default(), &cm(0))
-                        .await
-                        .expect("create");
-                    let a = api.clone();
-                    let write = move |i: u32| {
-                        let api = a.clone();
-                        async move {
-                            let mut c = api.get("c").await.expect("get");
-                            c.data = cm(i).data;
-                            api.replace("c", &PostParams::default(), &c)
-                                .await
-                                .expect("replace");
-                        }
-                    };
-                    let mut row = check(api, informer, write).await;
-                    row.source = Source::Server;
-                    row
-                }
+    crate::lab::rig::paused(async move {
+        match source {
+            Source::Fake => {
+                let fake = FakeClientset::new();
+                fake.create("default", &cm(0)).expect("create");
+                let lw = FakeListerWatcher::new(fake.clone(), Some("default"));
+                let write = move |i: u32| {
+                    let fake = fake.clone();
+                    async move {
+                        fake.update("default", &cm(i)).expect("update");
+                    }
+                };
+                check(lw, informer, write).await
             }
-        })
+            Source::Server => {
+                let cluster = Cluster::new(ServerOptions::default());
+                let api: Api<ConfigMap> = Api::namespaced(cluster.in_process_client(), "default");
+                api.create(&PostParams::default(), &cm(0))
+                    .await
+                    .expect("create");
+                let a = api.clone();
+                let write = move |i: u32| {
+                    let api = a.clone();
+                    async move {
+                        let mut c = api.get("c").await.expect("get");
+                        c.data = cm(i).data;
+                        api.replace("c", &PostParams::default(), &c)
+                            .await
+                            .expect("replace");
+                    }
+                };
+                let mut row = check(api, informer, write).await;
+                row.source = Source::Server;
+                row
+            }
+        }
+    })
 }
 
 async fn check<L, W, F>(lw: L, variant: Variant, write: W) -> Row
@@ -241,8 +236,8 @@ pub fn overflow() -> String {
 /// The `cargo run` entry: chapter 05's claims and snapshots.
 pub fn experiment() {
     let rows = table();
-    crate::snap::yaml("ch05_checks", &rows, vec![]);
-    crate::snap::text("ch05_overflow", overflow());
+    crate::book::snap::yaml("ch05_checks", &rows, vec![]);
+    crate::book::snap::text("ch05_overflow", overflow());
 }
 
 /// Runs `f`, catching a panic without printing it: the overflow is the expected outcome here,

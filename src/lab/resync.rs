@@ -119,12 +119,7 @@ fn is_list(r: &RequestRecord) -> bool {
 
 /// Runs the timeline on a fresh paused-clock runtime.
 pub fn run(setup: Setup) -> Report {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-        .block_on(run_async(setup))
+    crate::lab::rig::paused(run_async(setup))
 }
 
 async fn run_async(setup: Setup) -> Report {
@@ -399,13 +394,13 @@ pub fn experiment() {
         (r.server_color.as_str(), r.cached_color.as_str()),
         ("blue", "green")
     );
-    crate::snap::yaml("ch04_resync_counts", &r.counts_view(), vec![]);
-    crate::snap::yaml("ch04_drift", &r.drift_view(), vec![]);
+    crate::book::snap::yaml("ch04_resync_counts", &r.counts_view(), vec![]);
+    crate::book::snap::yaml("ch04_drift", &r.drift_view(), vec![]);
     let remedy = run(Setup {
         requeue_after: true,
         ..Setup::faithful()
     });
     assert_eq!(remedy.first_hour_drift_seen(), Some(21.0));
-    crate::snap::yaml("ch04_remedy", &remedy.remedy_view(), vec![]);
-    crate::snap::text("ch04_detectors", detectors());
+    crate::book::snap::yaml("ch04_remedy", &remedy.remedy_view(), vec![]);
+    crate::book::snap::text("ch04_detectors", detectors());
 }

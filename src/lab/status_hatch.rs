@@ -323,12 +323,7 @@ pub struct Run {
 
 /// Runs one design through the timeline on a fresh paused-clock runtime.
 pub fn run(design: Design) -> Run {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(run_async(design))
+    crate::lab::rig::paused(run_async(design))
 }
 
 /// Long enough for any reconcile to finish, and its status event to come back.
@@ -429,54 +424,48 @@ pub struct Moment {
 /// The `observedGeneration` parallel: the hatch running, the widget read from the server right
 /// after each write and again once the controller has caught up.
 pub fn generations() -> Vec<Moment> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(async {
-            let cluster = Cluster::new(ServerOptions::default());
-            let client = cluster.in_process_client();
-            let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
-            let spec = WidgetSpec {
-                replicas: 1,
-                color: Some("red".into()),
-            };
-            api.create(&PostParams::default(), &Widget::new(OBJECT, spec))
-                .await
-                .expect("creating the widget");
-            let moment = |after: &'static str| {
-                let api = api.clone();
-                async move {
-                    let w = api.get(OBJECT).await.expect("reading the widget");
-                    Moment {
-                        after,
-                        generation: w.metadata.generation,
-                        observed_generation: w.status.as_ref().and_then(|s| s.observed_generation),
-                        enabled: enabled(&w),
-                        recorded: recorded(&w),
-                    }
+    crate::lab::rig::paused(async {
+        let cluster = Cluster::new(ServerOptions::default());
+        let client = cluster.in_process_client();
+        let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
+        let spec = WidgetSpec {
+            replicas: 1,
+            color: Some("red".into()),
+        };
+        api.create(&PostParams::default(), &Widget::new(OBJECT, spec))
+            .await
+            .expect("creating the widget");
+        let moment = |after: &'static str| {
+            let api = api.clone();
+            async move {
+                let w = api.get(OBJECT).await.expect("reading the widget");
+                Moment {
+                    after,
+                    generation: w.metadata.generation,
+                    observed_generation: w.status.as_ref().and_then(|s| s.observed_generation),
+                    enabled: enabled(&w),
+                    recorded: recorded(&w),
                 }
-            };
-            let mut out = vec![moment("create, before any controller runs").await];
-            let process =
-                Process::start(Design::StatusHatch, &client, Arc::default(), Arc::default());
-            tokio::time::sleep(SETTLE).await;
-            out.push(moment("the controller's first reconcile").await);
-            let patch = serde_json::json!({ "spec": { "color": "green" } });
-            api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("patching the spec");
-            out.push(moment("a spec change, before the reconcile").await);
-            tokio::time::sleep(SETTLE).await;
-            out.push(moment("the reconcile of the spec change").await);
-            set_annotation(&api, true).await;
-            out.push(moment("the annotation flip, before the reconcile").await);
-            tokio::time::sleep(SETTLE).await;
-            out.push(moment("the reconcile of the flip").await);
-            process.kill();
-            out
-        })
+            }
+        };
+        let mut out = vec![moment("create, before any controller runs").await];
+        let process = Process::start(Design::StatusHatch, &client, Arc::default(), Arc::default());
+        tokio::time::sleep(SETTLE).await;
+        out.push(moment("the controller's first reconcile").await);
+        let patch = serde_json::json!({ "spec": { "color": "green" } });
+        api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patching the spec");
+        out.push(moment("a spec change, before the reconcile").await);
+        tokio::time::sleep(SETTLE).await;
+        out.push(moment("the reconcile of the spec change").await);
+        set_annotation(&api, true).await;
+        out.push(moment("the annotation flip, before the reconcile").await);
+        tokio::time::sleep(SETTLE).await;
+        out.push(moment("the reconcile of the flip").await);
+        process.kill();
+        out
+    })
 }
 
 /// One row of the chapter's table: a step, what a correct controller does, what each design
@@ -540,11 +529,11 @@ pub fn check(runs: &[Run; 3]) {
 pub fn experiment() {
     let (rows, runs) = table();
     check(&runs);
-    crate::snap::yaml("ch08_flips", &rows, vec![]);
-    crate::snap::yaml("ch08_hatch_run", &runs[0], vec![]);
+    crate::book::snap::yaml("ch08_flips", &rows, vec![]);
+    crate::book::snap::yaml("ch08_hatch_run", &runs[0], vec![]);
     let moments = generations();
     check_generations(&moments);
-    crate::snap::yaml("ch08_generations", &moments, vec![]);
+    crate::book::snap::yaml("ch08_generations", &moments, vec![]);
 }
 
 /// Checks the `observedGeneration` parallel: a spec change leaves `observedGeneration` behind

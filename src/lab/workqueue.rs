@@ -18,30 +18,13 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    band::InBand,
-    snap,
+    book::{band::InBand, snap},
+    lab::rig::{self, within},
     workqueue::{
         InMemoryMetrics, MetricsProvider, Queue, QueueConfig, RateLimitingQueue,
         default_controller_rate_limiter, rate_limiter::RateLimiter,
     },
 };
-
-/// A current-thread runtime on tokio's paused clock: timers fire in virtual time.
-pub fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime")
-}
-
-/// Waits at most `limit` (virtual time on a paused clock) for `fut`, naming the suspected
-/// deadlock if it does not finish.
-pub async fn within<F: std::future::Future>(limit: Duration, what: &str, fut: F) -> F::Output {
-    tokio::time::timeout(limit, fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} hung for {limit:?}"))
-}
 
 // ---------------------------------------------------------------------------------------
 // Chapter 01: coalescing
@@ -60,7 +43,7 @@ pub struct Step {
 
 /// 100,000 adds of one key, a worker holding it while 200 more arrive, then done and a drain.
 pub fn ch01_coalescing() -> Vec<Step> {
-    paused_runtime().block_on(async {
+    rig::paused(async {
         let metrics = InMemoryMetrics::new();
         let provider: Arc<dyn MetricsProvider> = metrics.clone();
         let queue = Queue::with_config(QueueConfig {
@@ -282,7 +265,7 @@ pub enum Pinned {
 /// (`cargo test`) and 10 in release (`cargo run --release`), on the 2-core machine while other
 /// builds ran (load average 2.7-4.8). Each band covers both builds, with margin for a slower CI.
 pub mod bands {
-    use crate::band::Band;
+    use crate::book::band::Band;
 
     /// Queue reconciles out of 320,000 adds. The floor is durable: every key's last add must
     /// be reconciled, so at least 64.
@@ -398,7 +381,7 @@ pub struct ForgetWithoutDone {
 
 /// Forget without done: the key stays in the processing set, so it never comes back.
 pub fn ch02_forget_without_done() -> ForgetWithoutDone {
-    paused_runtime().block_on(async {
+    rig::paused(async {
         let half_second = Duration::from_millis(500);
         let queue = RateLimitingQueue::new(default_controller_rate_limiter());
         queue.add("default/web".to_string());
@@ -469,7 +452,7 @@ pub struct DelayRow {
 /// The default controller limiter's delays for failures 1–25 of one item, and the first
 /// failure that hits the 1000 s ceiling.
 pub fn ch02_default_limiter_table() -> (Vec<DelayRow>, usize) {
-    paused_runtime().block_on(async {
+    rig::paused(async {
         let limiter = default_controller_rate_limiter::<&str>();
         let delays: Vec<Duration> = (0..25).map(|_| limiter.when(&"default/web")).collect();
         let ceiling = delays
@@ -504,7 +487,7 @@ pub fn ch02_default_limiter_table() -> (Vec<DelayRow>, usize) {
 
 /// The first failure of 120 fresh items, back to back: the shared bucket's effect.
 pub fn ch02_bucket_120_items() -> Vec<DelayRow> {
-    paused_runtime().block_on(async {
+    rig::paused(async {
         let limiter = default_controller_rate_limiter::<String>();
         let delays: Vec<Duration> = (1..=120)
             .map(|i| limiter.when(&format!("default/obj-{i:03}")))
@@ -550,7 +533,7 @@ pub struct FailingReconcile {
 
 /// Done without forget: the key keeps coming back, each time later, until the ceiling.
 pub fn ch02_done_without_forget() -> AlwaysFailing {
-    paused_runtime().block_on(async {
+    rig::paused(async {
         let queue = RateLimitingQueue::new(default_controller_rate_limiter());
         queue.add("default/web");
         let start = tokio::time::Instant::now();

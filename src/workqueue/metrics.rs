@@ -21,7 +21,7 @@
 //!
 //! # Concurrency
 //!
-//! [`QueueMetrics`] lives inside the queue's lock. The metric objects a provider hands out
+//! `QueueMetrics` lives inside the queue's lock. The metric objects a provider hands out
 //! must be `Send + Sync`; [`InMemoryMetrics`] uses one small mutex per queue.
 //!
 //! # Differences from upstream

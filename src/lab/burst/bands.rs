@@ -6,7 +6,7 @@
 //! runs them — the three sweeps at once, each with its own embedded server over HTTP, in a
 //! debug build — on the 2-core machine while other builds kept its load average at 4 to 5.
 
-use crate::band::Band;
+use crate::book::band::Band;
 
 /// Real clock: reconciles / `min(writes, span / cost + 1)`, for every sweep run.
 pub const REAL_RECONCILE_RATIO: Band<f64> = Band::new(

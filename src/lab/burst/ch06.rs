@@ -9,7 +9,7 @@ use super::{
     Clock, Params, Report, Variant, bands,
     sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table},
 };
-use crate::snap;
+use crate::book::snap;
 
 /// The essay's run under virtual time; snapshot `ch06_essay_virtual`.
 pub fn essay_virtual() -> Report {
@@ -27,7 +27,7 @@ pub fn essay_real() -> Report {
     struct Pinned {
         writes_issued: u64,
         events_delivered: u64,
-        reconciles: crate::band::InBand<u64>,
+        reconciles: crate::book::band::InBand<u64>,
         final_written: u64,
         final_in_cache: Option<u64>,
         final_observed: Option<u64>,

@@ -35,7 +35,6 @@
 pub mod bands;
 pub mod ch06;
 mod report;
-pub mod rig;
 pub mod sweeps;
 mod variants;
 
@@ -43,9 +42,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::lab::rig;
+
 pub use crate::controller::Controller;
+pub use crate::lab::rig::{Backend, Burst, Fixture, Observation, Recorder, RigError, Target};
 pub use report::{Report, Table, millis as report_millis};
-pub use rig::{Backend, Burst, Fixture, Observation, Recorder, RigError, Target};
 pub use variants::{Running, Variant};
 
 /// Which clock a run uses.
@@ -155,23 +156,15 @@ pub enum BurstError {
 /// Runs one storm on a runtime of its own (paused current-thread for [`Clock::Virtual`],
 /// two worker threads for [`Clock::Real`]).
 pub fn run(params: &Params) -> Result<Report, BurstError> {
-    let runtime = match params.clock {
+    match params.clock {
         Clock::Virtual => {
             if params.backend != Backend::InProcess {
                 return Err(BurstError::VirtualNeedsInProcess(params.backend.clone()));
             }
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .start_paused(true)
-                .build()
+            rig::paused(run_async(params))
         }
-        Clock::Real => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build(),
+        Clock::Real => rig::real(run_async(params)),
     }
-    .expect("a tokio runtime builds");
-    runtime.block_on(run_async(params))
 }
 
 /// Runs one storm on the current runtime (whose clock must match `params.clock`).

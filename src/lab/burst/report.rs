@@ -2,7 +2,8 @@
 
 use std::{collections::BTreeSet, fmt, time::Duration};
 
-use super::{Clock, Params, Variant, rig::Burst, rig::Observation};
+use super::{Clock, Params, Variant};
+use crate::lab::rig::{Burst, Observation};
 
 /// What one write storm measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -14,10 +14,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::{
-    BurstError, Params,
-    rig::{OBJECT, Recorder, value_of},
-};
+use super::{BurstError, Params};
+use crate::lab::rig::{OBJECT, Recorder, value_of};
 use crate::{
     cache::{
         lister_watcher::ListerWatcher,

@@ -11,7 +11,7 @@
 //! cannot be built.
 //!
 //! ```
-//! use controlloop::band::Band;
+//! use controlloop::book::band::Band;
 //!
 //! // Measured: 10 runs gave 22..=26 under a parallel `cargo test`; ±10 % margin.
 //! const RECONCILES: Band<u64> = Band::new(20, 28, "10 runs: 22..=26, ±10 %");
@@ -23,7 +23,7 @@
 //! Out of band, the check panics and names the quantity, the value and the band:
 //!
 //! ```should_panic
-//! # use controlloop::band::Band;
+//! # use controlloop::book::band::Band;
 //! # const RECONCILES: Band<u64> = Band::new(20, 28, "10 runs: 22..=26, ±10 %");
 //! RECONCILES.check("reconciles", 31); // reconciles = 31 is outside its band [20..=28]
 //! ```

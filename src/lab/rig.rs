@@ -1,6 +1,16 @@
-//! The parts a write-storm is built from, reusable by any experiment that writes an object
-//! and watches controllers react: a cluster to talk to, a writer, and a recorder of what
-//! reconcilers observed.
+//! The rig every experiment stands on: the runtime and its clock, a cluster to talk to, a
+//! writer, and a recorder of what reconcilers observed.
+//!
+//! A chapter block hides these lines (rustdoc's `# `) because they do not carry its claim:
+//!
+//! ```
+//! # use controlloop::lab::rig;
+//! rig::paused(async {
+//!     let start = tokio::time::Instant::now();
+//!     tokio::time::sleep(std::time::Duration::from_secs(3600)).await; // no real time passes
+//!     assert_eq!(start.elapsed().as_secs(), 3600);
+//! });
+//! ```
 //!
 //! The subject is one ConfigMap whose `data.value` is a counter. ConfigMaps exist on every
 //! cluster, so the same experiment runs against the embedded server and against a real
@@ -25,6 +35,39 @@ use crate::{
     apiserver::{ApiServer, Cluster, ServerOptions},
     cache::shared_informer::{InformerOptions, SharedIndexInformer},
 };
+
+/// Runs `future` to completion on a current-thread runtime whose clock is paused (tokio's
+/// virtual time): sleeps and timeouts take no real time and fire in a fixed order, so a run is
+/// exact and repeats exactly. The embedded server must be called in-process
+/// ([`Backend::InProcess`]): a request in flight on a real socket looks like an idle runtime to
+/// the paused clock.
+pub fn paused<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime with a paused clock builds")
+        .block_on(future)
+}
+
+/// Runs `future` to completion on a two-thread runtime with the machine's clock: what a real
+/// controller process runs on, for the experiments whose figures are pinned as bands.
+pub fn real<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a two-thread runtime builds")
+        .block_on(future)
+}
+
+/// Waits at most `limit` (virtual time on a paused clock) for `fut`, naming the suspected
+/// deadlock if it does not finish.
+pub async fn within<F: std::future::Future>(limit: Duration, what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung for {limit:?}"))
+}
 
 /// The namespace the experiment writes in.
 pub const NAMESPACE: &str = "default";

@@ -5,18 +5,17 @@
 //! (`IsWatchListSemanticsUnSupported`), and passes the fake's objects through untouched:
 //! their resourceVersions are whatever the test wrote, usually empty.
 //!
-//! # Layering
-//! This is the one place `cache` imports from `apiserver`. The fake clientset is a client-side
-//! object in client-go (`kubernetes/fake`), but it lives beside the embedded server here because
-//! both are "the other end" that experiments run against; this adapter is the seam between them,
-//! and nothing else in `cache` knows the fake exists.
+//! The adapter lives with the fake, not in `cache`: the informer knows only the
+//! [`ListerWatcher`] trait, and nothing in `cache` knows the fake exists.
 
 use futures::{StreamExt, future::BoxFuture};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::{ListOptions, ListPage, ListerWatcher, LwError, WatchEvent, WatchOptions, WatchStream};
-use crate::apiserver::{EventType, fake::FakeClientset};
+use super::{EventType, FakeClientset};
+use crate::cache::lister_watcher::{
+    ListOptions, ListPage, ListerWatcher, LwError, WatchEvent, WatchOptions, WatchStream,
+};
 
 /// A list-watch over one resource type of a [`FakeClientset`].
 #[derive(Clone, Debug)]

@@ -1,5 +1,10 @@
 //! An emulation of client-go's fake clientset: an in-memory list/watch source, not HTTP.
 //!
+//! The fake is client-side code in client-go (`kubernetes/fake`), so it lives beside the client
+//! side here and shares nothing with the embedded server. An informer reaches it, like any
+//! cluster, only through a [`ListerWatcher`](crate::cache::lister_watcher::ListerWatcher):
+//! [`FakeListerWatcher`] is that adapter.
+//!
 //! Follows `k8s.io/client-go/testing/fixture.go` (the `ObjectTracker` behind
 //! `kubernetes/fake.NewSimpleClientset`) and `apimachinery/pkg/watch.RaceFreeFakeWatcher`, at
 //! the pinned **client-go v0.36**. The chapters that contrast with the seed use it to show
@@ -18,7 +23,7 @@
 //! the counter. Before v0.36 a watch replayed nothing and list versions were empty.
 //!
 //! ```
-//! use controlloop::apiserver::fake::FakeClientset;
+//! use controlloop::fake::FakeClientset;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
 //! let fake = FakeClientset::new();
@@ -58,7 +63,21 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::storage::EventType;
+mod lister_watcher;
+
+pub use lister_watcher::FakeListerWatcher;
+
+/// The kind of change a fake watch event reports (apimachinery's `watch.EventType`, as far as
+/// the tracker sends it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created.
+    Added,
+    /// The object was changed.
+    Modified,
+    /// The object was removed.
+    Deleted,
+}
 
 /// The watch buffer size: apimachinery's `watch.DefaultChanSize`.
 pub const DEFAULT_CHAN_SIZE: usize = 100;

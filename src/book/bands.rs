@@ -1,15 +1,15 @@
 //! Every tolerance band the book's experiments pin, in one table.
 //!
-//! A run-specific number is checked against a [`Band`](crate::band::Band) whose basis says how
+//! A run-specific number is checked against a [`Band`] whose basis says how
 //! it was measured. The bands live next to the experiments that check them; this module lists
 //! them all, so that the chapter "What varies, and what was not verified" prints the table from
 //! the same constants the checks use, and a moved band shows up there as a snapshot diff.
 
 use std::fmt::Display;
 
-use crate::band::Band;
+use crate::book::band::Band;
 
-use super::{burst, workqueue};
+use crate::lab::{burst, workqueue};
 
 /// One pinned band, for the table.
 #[derive(Debug, Clone, serde::Serialize)]

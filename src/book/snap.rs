@@ -39,7 +39,7 @@ pub fn text(name: &str, value: impl std::fmt::Display) {
 
 /// Asserts that `value`, serialised as YAML, equals the stored snapshot `name`.
 ///
-/// `redactions` replace selected fields before comparison; [`crate::band::redaction`] is the
+/// `redactions` replace selected fields before comparison; [`crate::book::band::redaction`] is the
 /// one that checks a number against its band and stores the band.
 pub fn yaml<T: serde::Serialize>(
     name: &str,

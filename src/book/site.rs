@@ -30,6 +30,10 @@ pub fn build(root: &Path, dest: Option<&Path>) -> anyhow::Result<PathBuf> {
         book.config.build.build_dir = dest.to_path_buf();
     }
     let out = book.build_dir_for("html");
+    // Banded tables include this run's measured values; a build that ran no experiment shows a
+    // placeholder that says so instead of failing on a missing include.
+    super::measured::ensure_placeholders(&book.source_dir())
+        .context("writing placeholders for measured values")?;
 
     let complaints = Arc::new(Mutex::new(Vec::new()));
     let subscriber = tracing_subscriber::registry().with(Complaints(complaints.clone()));

@@ -7,8 +7,7 @@ mod apiserver_support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use apiserver_support::cm;
-use controlloop::apiserver::EventType;
-use controlloop::apiserver::fake::{DEFAULT_CHAN_SIZE, FakeClientset, FakeError};
+use controlloop::fake::{DEFAULT_CHAN_SIZE, EventType, FakeClientset, FakeError};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 #[test]

@@ -1,0 +1,102 @@
+//! The chapter registry: every chapter of the book, and the experiments each one shows.
+//!
+//! One `chapters!` entry per chapter gives three things at once:
+//! - a doctest module (`book::chapters::doctests::chNN_…`) whose documentation is the chapter's
+//!   Markdown, so `cargo test` compiles and runs every Rust block in it and names each test after
+//!   the chapter file and line;
+//! - the chapter's [`Experiment`]s, which `cargo run --release` runs before it builds the site
+//!   (they record the same snapshots the chapter checks, and this run's measured values);
+//! - the list `tests/book_layout.rs` holds against `chapters/` and `chapters/SUMMARY.md`.
+
+use crate::lab;
+
+/// One experiment a chapter shows.
+#[derive(Clone, Copy)]
+pub struct Experiment {
+    /// A short stable name, used on the command line (`cargo run --release -- run NAME`).
+    pub name: &'static str,
+    /// The chapter file (in `chapters/`) that shows its results.
+    pub chapter: &'static str,
+    /// Runs the experiment, checks its claims and records its snapshots.
+    /// Panics (like a failing test) when a claim or a band does not hold.
+    pub run: fn(),
+}
+
+/// One chapter of the book.
+#[derive(Clone, Copy)]
+pub struct Chapter {
+    /// The file in `chapters/`.
+    pub file: &'static str,
+    /// The doctest module's name.
+    pub module: &'static str,
+    /// The experiments `cargo run --release` runs for it, in order.
+    pub experiments: &'static [Experiment],
+}
+
+/// Declares the chapters: `module = "file.md" [ name => run_fn, … ]`.
+macro_rules! chapters {
+    ($( $module:ident = $file:literal [ $( $exp:ident => $run:expr ),* $(,)? ] ),* $(,)?) => {
+        /// Every chapter, as a doctest module. Only compiled by `cargo test` (rustdoc).
+        #[cfg(doctest)]
+        pub mod doctests {
+            $(
+                #[doc = include_str!(concat!("../../chapters/", $file))]
+                pub mod $module {}
+            )*
+        }
+
+        /// Every chapter of the book, in the order of `chapters/SUMMARY.md`.
+        pub fn chapters() -> &'static [Chapter] {
+            &[$(
+                Chapter {
+                    file: $file,
+                    module: stringify!($module),
+                    experiments: &[$(
+                        Experiment { name: stringify!($exp), chapter: $file, run: $run },
+                    )*],
+                },
+            )*]
+        }
+    };
+}
+
+chapters! {
+    ch00_introduction = "00-introduction.md" [],
+    ch01_two_small_sets = "01-two-small-sets.md" [
+        ch01_coalescing => || { lab::workqueue::ch01_coalescing(); },
+        ch01_contention => || { lab::workqueue::ch01_contention(); },
+    ],
+    ch02_forget_is_not_done = "02-forget-is-not-done.md" [
+        ch02_forget_without_done => || { lab::workqueue::ch02_forget_without_done(); },
+        ch02_default_limiter_table => || { lab::workqueue::ch02_default_limiter_table(); },
+        ch02_bucket_120_items => || { lab::workqueue::ch02_bucket_120_items(); },
+        ch02_done_without_forget => || { lab::workqueue::ch02_done_without_forget(); },
+    ],
+    ch03_realfifo = "03-realfifo.md" [
+        fifo => lab::fifo::run,
+    ],
+    ch04_resync = "04-resync.md" [
+        resync => lab::resync::experiment,
+    ],
+    ch05_method = "05-method.md" [
+        method => lab::method::experiment,
+    ],
+    ch06_deduplication = "06-deduplication.md" [
+        ch06_virtual => lab::burst::ch06::run_virtual,
+        ch06_real => lab::burst::ch06::run_real,
+    ],
+    ch07_edge_triggered_bill = "07-edge-triggered-bill.md" [
+        edge => lab::edge::experiment,
+    ],
+    ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" [
+        status_hatch => lab::status_hatch::experiment,
+    ],
+    ch09_spoken_drills = "09-spoken-drills.md" [],
+    ch10_what_varies = "10-what-varies.md" [],
+    ch99_what_it_costs = "99-what-it-costs.md" [],
+}
+
+/// Every experiment of every chapter, in chapter order.
+pub fn experiments() -> impl Iterator<Item = &'static Experiment> {
+    chapters().iter().flat_map(|c| c.experiments.iter())
+}
