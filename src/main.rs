@@ -28,6 +28,16 @@ struct Cli {
 enum Command {
     /// Build the website only, without running experiments.
     Site,
+    /// Write the appendix "What it costs" from criterion's saved estimates (in
+    /// `target/criterion/`); with `--run`, first run every benchmark (`cargo bench`).
+    Costs {
+        /// Run `cargo bench` first (takes a while; run it on a quiet machine).
+        #[arg(long)]
+        run: bool,
+        /// Options passed to criterion.
+        #[arg(long, default_value = "--warm-up-time 2 --measurement-time 5")]
+        criterion_args: String,
+    },
     /// Run the named experiments only (all when none are named), without building the site.
     Run {
         /// Experiment names, as listed by `list`.
@@ -90,6 +100,10 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Burst(args)) => run_burst(&args),
         Some(Command::Apiserver { port }) => run_apiserver(port),
         Some(Command::Site) => finish(build_site()?, cli.serve, cli.port),
+        Some(Command::Costs {
+            run,
+            criterion_args,
+        }) => write_costs(run, &criterion_args),
         None => {
             run_experiments(&[])?;
             finish(build_site()?, cli.serve, cli.port)
@@ -240,5 +254,39 @@ fn finish(out: PathBuf, serve: bool, port: u16) -> anyhow::Result<()> {
     if serve {
         tokio::runtime::Runtime::new()?.block_on(site::serve(&out, port))?;
     }
+    Ok(())
+}
+
+/// The `costs` subcommand: optionally runs every benchmark, then writes the appendix's table.
+fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
+    use controlloop::book::costs;
+    let info = costs::RunInfo::here(criterion_args);
+    if run {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = std::process::Command::new(cargo)
+            .args(["bench", "--locked", "--"])
+            .args(criterion_args.split_whitespace())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()?;
+        if !status.success() {
+            bail!("cargo bench failed ({status})");
+        }
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
+    let estimates = costs::collect(&target.join("criterion"))?;
+    if estimates.is_empty() {
+        bail!(
+            "no saved estimates under {}: run `cargo bench` or pass --run",
+            target.display()
+        );
+    }
+    let path = costs::write_reference_run(&costs::render(&info, &estimates, costs::TARGETS))?;
+    println!(
+        "{} benchmarks written to {}",
+        estimates.len(),
+        path.display()
+    );
     Ok(())
 }

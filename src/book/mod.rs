@@ -8,6 +8,7 @@
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
 //! - [`bands`]: the table of every band the book pins.
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
+//! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
 //! - [`site`]: the website, built with mdBook as a library.
 //!
@@ -18,6 +19,7 @@
 pub mod band;
 pub mod bands;
 pub mod chapters;
+pub mod costs;
 pub mod drills;
 pub mod measured;
 pub mod site;
