@@ -137,10 +137,11 @@ pub fn dead_links(root: &Path) -> std::io::Result<Vec<DeadLink>> {
                 report("no such file");
                 continue;
             }
-            if let (Some(fragment), Some(page_ids)) = (fragment, ids.get(&file)) {
-                if !fragment.is_empty() && !page_ids.contains(fragment) {
-                    report("no element with that id");
-                }
+            if let (Some(fragment), Some(page_ids)) = (fragment, ids.get(&file))
+                && !fragment.is_empty()
+                && !page_ids.contains(fragment)
+            {
+                report("no element with that id");
             }
         }
     }
