@@ -53,23 +53,7 @@ func BenchmarkWorkqueue(b *testing.B) {
 	b.Run("add_duplicate/1_task/String", addDuplicate1)
 	for _, tasks := range []int{2, 16} {
 		b.Run(fmt.Sprintf("add_get_done/%d_tasks", tasks), func(b *testing.B) {
-			q := workqueue.NewTyped[string]()
-			per := (b.N + tasks - 1) / tasks
-			span := numKeys / tasks
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for t := range tasks {
-				wg.Go(func() {
-					// Each task cycles through its own slice of keys, so no add ever meets
-					// its key still dirty: every add is one item.
-					for j := range per {
-						q.Add(keys[t*span+j%span])
-						k, _ := q.Get()
-						q.Done(k)
-					}
-				})
-			}
-			wg.Wait()
+			addGetDoneParallel(b, tasks)
 		})
 		b.Run(fmt.Sprintf("add_duplicate/%d_tasks", tasks), func(b *testing.B) {
 			q := workqueue.NewTyped[string]()
@@ -87,6 +71,73 @@ func BenchmarkWorkqueue(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// padded is one goroutine's progress, on its own cache line.
+type padded struct {
+	completed atomic.Int64
+	waiting   atomic.Bool
+	finished  atomic.Bool
+	_         [48]byte
+}
+
+// addGetDoneParallel is the port's many-task row. Each task cycles through its own slice of
+// keys, as in benches/workqueue.rs; under Go's preemptive scheduler a goroutine can be
+// descheduled between Get and Done while the key's owner laps its slice twice, and the
+// second Add then merges into the first: one Get is left waiting forever (seen at a million
+// iterations with 16 goroutines on two CPUs). The run therefore watches for every goroutine
+// being finished or blocked in Get on an empty queue, shuts the queue down to release them,
+// and reports the time per completed iteration.
+func addGetDoneParallel(b *testing.B, tasks int) {
+	q := workqueue.NewTyped[string]()
+	per := (b.N + tasks - 1) / tasks
+	span := numKeys / tasks
+	progress := make([]padded, tasks)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range tasks {
+		p := &progress[t]
+		wg.Go(func() {
+			defer p.finished.Store(true)
+			for j := range per {
+				q.Add(keys[t*span+j%span])
+				p.waiting.Store(true)
+				k, shutdown := q.Get()
+				p.waiting.Store(false)
+				if shutdown {
+					return
+				}
+				q.Done(k)
+				p.completed.Add(1)
+			}
+		})
+	}
+	stuck := func() bool {
+		for i := range progress {
+			if !progress[i].finished.Load() && !progress[i].waiting.Load() {
+				return false
+			}
+		}
+		return q.Len() == 0
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for wait := true; wait; {
+		select {
+		case <-done:
+			wait = false
+		case <-time.After(time.Millisecond):
+			if stuck() && stuck() {
+				q.ShutDown()
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	var completed int64
+	for i := range progress {
+		completed += progress[i].completed.Load()
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(completed), "ns/op")
 }
 
 // The contention harness of src/lab/workqueue.rs: one producer adds 320,000 keys round-robin
