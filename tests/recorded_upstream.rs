@@ -785,8 +785,7 @@ fn informer_resync() {
 /// The queue calls for each reconcile outcome: the port's `decide` (which its controller
 /// applies, keeps I2 of `controller`), applied to a rate-limiting queue holding the request,
 /// then `done`. Upstream's calls were logged by a queue wrapper inside a running controller.
-#[test]
-fn controller_runtime_requeue() {
+fn requeue_lines() -> Vec<String> {
     let thirty = Duration::from_secs(30);
     let cases: Vec<(&str, Outcome)> = vec![
         ("Result{}", Ok(ReconcileResult::done())),
@@ -812,7 +811,7 @@ fn controller_runtime_requeue() {
         ("TerminalError", Err(Error::terminal("boom"))),
         ("panic", Err(Error::Panic("boom".into()))),
     ];
-    let lines = paused(async {
+    paused(async {
         let mut lines = Vec::new();
         for (name, outcome) in cases {
             let q = RateLimitingQueue::new(default_controller_rate_limiter());
@@ -845,41 +844,89 @@ fn controller_runtime_requeue() {
             q.shut_down();
         }
         lines
-    });
-    compare("controller_runtime_requeue", lines);
+    })
 }
 
-/// The limiter a controller gets when none is configured, asked for 120 fresh requests.
-/// The port follows v0.22: its controller's default is [`default_controller_rate_limiter`].
-/// It has no priority queue, so v0.24's default (exponential only) is rendered with the
-/// port's [`ItemExponentialFailureRateLimiter`] at the parameters v0.24 passes.
+/// The requeue decisions are the same code in v0.22.5 and v0.24.1; both recordings agree.
 #[test]
-fn controller_runtime_default_limiter() {
-    fn ranges(lines: &mut Vec<String>, l: &dyn RateLimiter<String>) {
-        let delays: Vec<String> = (1..=120)
+fn controller_runtime_v0_22_requeue() {
+    compare("controller_runtime_v0.22_requeue", requeue_lines());
+}
+
+#[test]
+fn controller_runtime_v0_24_requeue() {
+    compare("controller_runtime_v0.24_requeue", requeue_lines());
+}
+
+/// A limiter's first failure for 120 fresh requests, runs of equal delays merged.
+fn limiter_ranges(lines: &mut Vec<String>, l: &dyn RateLimiter<String>) {
+    let delays: Vec<String> = paused(async {
+        (1..=120)
             .map(|i| go_duration(l.when(&format!("default/obj-{i:03}"))))
-            .collect();
-        let mut i = 0;
-        while i < delays.len() {
-            let j = i + delays[i..].iter().take_while(|d| **d == delays[i]).count();
-            if j == i + 1 {
-                lines.push(format!("  request {:03}: {}", i + 1, delays[i]));
-            } else {
-                lines.push(format!("  requests {:03}-{:03}: {}", i + 1, j, delays[i]));
-            }
-            i = j;
-        }
-    }
-    let lines = paused(async {
-        let mut lines = vec!["UsePriorityQueue unset (the v0.24 default):".to_string()];
-        let v024 = ItemExponentialFailureRateLimiter::new(
-            Duration::from_millis(5),
-            Duration::from_secs(1000),
-        );
-        ranges(&mut lines, &v024);
-        lines.push("UsePriorityQueue=false (the v0.22 default):".to_string());
-        ranges(&mut lines, &default_controller_rate_limiter::<String>());
-        lines
+            .collect()
     });
-    compare("controller_runtime_default_limiter", lines);
+    let mut i = 0;
+    while i < delays.len() {
+        let j = i + delays[i..].iter().take_while(|d| **d == delays[i]).count();
+        if j == i + 1 {
+            lines.push(format!("  request {:03}: {}", i + 1, delays[i]));
+        } else {
+            lines.push(format!("  requests {:03}-{:03}: {}", i + 1, j, delays[i]));
+        }
+        i = j;
+    }
+}
+
+/// What controller-runtime passes as the limiter with the priority queue: exponential only.
+/// The port has no priority queue; this is its limiter at those parameters.
+fn priority_queue_limiter() -> ItemExponentialFailureRateLimiter<String> {
+    ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000))
+}
+
+/// The limiter a controller gets when none is configured. The port follows v0.22: without
+/// the priority queue (v0.22's default) it is [`default_controller_rate_limiter`], which is
+/// what the port's `Controller` uses.
+#[test]
+fn controller_runtime_v0_22_default_limiter() {
+    let mut lines = vec!["UsePriorityQueue unset:".to_string()];
+    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    lines.push("UsePriorityQueue=false:".to_string());
+    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    lines.push("UsePriorityQueue=true:".to_string());
+    limiter_ranges(&mut lines, &priority_queue_limiter());
+    compare("controller_runtime_v0.22_default_limiter", lines);
+}
+
+/// v0.24 made the priority queue, and with it the exponential-only limiter, the default.
+/// The port follows v0.22 here (a named difference: README, "Which upstream it follows"), so
+/// the unset case is rendered with the limiter v0.24 picks, not with the port's default.
+#[test]
+fn controller_runtime_v0_24_default_limiter() {
+    let mut lines = vec!["UsePriorityQueue unset:".to_string()];
+    limiter_ranges(&mut lines, &priority_queue_limiter());
+    lines.push("UsePriorityQueue=false:".to_string());
+    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    lines.push("UsePriorityQueue=true:".to_string());
+    limiter_ranges(&mut lines, &priority_queue_limiter());
+    compare("controller_runtime_v0.24_default_limiter", lines);
+}
+
+/// The named difference, shown: the port's default limiter is not v0.24's.
+#[test]
+fn the_ports_default_limiter_is_v0_22s_not_v0_24s() {
+    let mut lines = vec!["UsePriorityQueue unset:".to_string()];
+    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    lines.push("UsePriorityQueue=false:".to_string());
+    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    lines.push("UsePriorityQueue=true:".to_string());
+    limiter_ranges(&mut lines, &priority_queue_limiter());
+    let differs = std::panic::catch_unwind(|| {
+        compare("controller_runtime_v0.24_default_limiter", lines.clone())
+    })
+    .is_err();
+    assert!(
+        differs,
+        "v0.24's default now matches the port's: update the README"
+    );
+    compare("controller_runtime_v0.22_default_limiter", lines);
 }
