@@ -48,7 +48,7 @@ func Modules() string {
 }
 
 // Save writes dir/name.txt: the header (scenario, how, modules, Go version, date, notes),
-// then the lines. tests/recorded_upstream.rs skips the lines that start with "# ".
+// then the lines. tests/recorded_upstream/ skips the lines that start with "# ".
 func (w *Writer) Save(dir, name, how string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# scenario: %s\n", name)

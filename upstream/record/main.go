@@ -1,6 +1,6 @@
 // Command record runs the book's scenarios on the real client-go and controller-runtime and
 // rewrites recorded/*.txt, one file per scenario, in the plain text format that
-// tests/recorded_upstream.rs renders the port's runs in.
+// tests/recorded_upstream/ renders the port's runs in.
 //
 // Usage, from upstream/: go run ./record [-out recorded] [-only NAME]
 package main
