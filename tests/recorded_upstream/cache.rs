@@ -10,16 +10,15 @@ use std::{
 };
 
 use controlloop::{
-    apiserver::fake::FakeClientset,
     cache::{
         Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, Deltas, Queue, RealFifo, Store,
         lister_watcher::{
             ListOptions, ListPage, ListerWatcher, LwError, WatchOptions, WatchStream,
-            fake::FakeListerWatcher,
         },
         shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     },
-    lab::{fifo::cm as lab_cm, workqueue::within},
+    fake::{FakeClientset, FakeListerWatcher},
+    lab::{fifo::cm as lab_cm, rig::within},
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use controlloop::{
     controller::{Action, Error, Outcome, Result as ReconcileResult, decide},
-    lab::workqueue::within,
+    lab::rig::within,
     workqueue::{
         RateLimiter, RateLimitingQueue, default_controller_rate_limiter,
         rate_limiter::ItemExponentialFailureRateLimiter,

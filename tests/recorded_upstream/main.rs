@@ -20,7 +20,6 @@ mod workqueue;
 
 use std::{future::Future, time::Duration};
 
-use controlloop::lab::workqueue::paused_runtime;
 use similar::TextDiff;
 
 // ---------------------------------------------------------------------------------------
@@ -125,7 +124,7 @@ fn go_durations_print_as_go_prints_them() {
 
 /// Runs `f` on a paused current-thread runtime (the crate's experiment runtime).
 pub fn paused<F: Future>(f: F) -> F::Output {
-    paused_runtime().block_on(f)
+    controlloop::lab::rig::paused(f)
 }
 
 pub const WEB: &str = "default/web";

@@ -6,7 +6,7 @@ use std::{
 };
 
 use controlloop::{
-    lab::workqueue::within,
+    lab::rig::within,
     workqueue::{
         InMemoryMetrics, MetricsProvider, Queue as WorkQueue, QueueConfig, RateLimiter,
         RateLimitingQueue, default_controller_rate_limiter,
