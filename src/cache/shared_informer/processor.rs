@@ -550,6 +550,13 @@ mod tests {
     const S: fn(u64) -> Duration = Duration::from_secs;
 
     #[test]
+    fn panic_messages_keep_their_text() {
+        assert_eq!(panic_message(&"boom"), "boom");
+        assert_eq!(panic_message(&String::from("bang")), "bang");
+        assert_eq!(panic_message(&42u8), "non-string panic payload");
+    }
+
+    #[test]
     fn the_effective_period_is_zero_without_a_check_period_and_never_below_it() {
         assert_eq!(determine_resync_period(S(0), S(5)), S(0));
         assert_eq!(determine_resync_period(S(60), S(0)), S(0));
