@@ -520,9 +520,10 @@ impl<K: Object + Clone> Inner<K> {
             }
         };
         tokio::select! {
+            biased; // a crash that has happened wins over a sync
+            message = reg.crashed() => Err(ControllerError::InformerCrashed(message)),
             r = tokio::time::timeout(self.cache_sync_timeout, synced) => r
                 .map_err(|_| ControllerError::CacheSyncTimeout(self.cache_sync_timeout)),
-            message = reg.crashed() => Err(ControllerError::InformerCrashed(message)),
         }
     }
 
