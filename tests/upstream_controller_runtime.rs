@@ -464,8 +464,7 @@ fn handled_at_first_reconcile(release: Release) -> u64 {
         within("run never returned", run).await.unwrap().unwrap();
         running.stop().await.unwrap();
         assert_eq!(handled.load(Ordering::SeqCst), N);
-        let at_first = first.lock()[0];
-        at_first
+        first.lock()[0]
     })
     .0
 }
