@@ -477,3 +477,36 @@ fn a_reconciler_that_ignores_cancellation_holds_run_until_it_returns() {
         running.stop().await.unwrap();
     });
 }
+
+/// A modelled process kill (`Controller::abort`, what the book's restart experiments use) is
+/// the one stop that does abandon a reconcile at its `.await`: it never returns, its result is
+/// never handled, and its key is released unreconciled, as a killed process's would be gone.
+/// Contrast `dropping_run_cancels_reconcilers`.
+#[test]
+fn abort_abandons_the_reconcile_in_flight() {
+    block_on_capturing(async {
+        let informer = informer(&["a"], vec![], HandlerPanic::Crash);
+        let log: Log<Seen> = Arc::default();
+        let c = Controller::builder("faults")
+            .build(&informer, recording(&log, |_| true, MS))
+            .unwrap();
+        let running = run_informer(&informer);
+        let run = spawn_run(&c);
+        until("no reconcile started", || c.metrics().active_workers == 1).await;
+        c.abort();
+        within("run never returned after abort", run)
+            .await
+            .unwrap()
+            .unwrap();
+        within(
+            "the aborted reconcile still holds its key",
+            c.queue().shut_down_with_drain(),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(log.lock().is_empty(), "the aborted reconcile returned");
+        let m = c.metrics();
+        assert_eq!((m.reconciles(), m.active_workers), (0, 0));
+        running.stop().await.unwrap();
+    });
+}

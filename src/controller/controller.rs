@@ -28,7 +28,8 @@
 //! 5. Once the controller stops — [`Controller::shutdown`], `run`'s stop future, `run`'s
 //!    future dropped, or its informer crashed — every reconcile context is cancelled and the
 //!    queue is shut down. No reconcile is abandoned at an `.await`: workers run on their own
-//!    tasks, and a dropped `run` leaves them to finish as a stopped controller does.
+//!    tasks, and a dropped `run` leaves them to finish as a stopped controller does. Only
+//!    [`Controller::abort`], a modelled process kill, abandons them.
 //!
 //! # Concurrency
 //! Workers are tokio tasks, one per `max_concurrent_reconciles`, each looping claim →
@@ -64,7 +65,11 @@ use std::{
 };
 
 use futures::{FutureExt, future::BoxFuture};
-use tokio::{task::JoinSet, time::Instant};
+use parking_lot::Mutex;
+use tokio::{
+    task::{AbortHandle, JoinSet},
+    time::Instant,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -275,6 +280,7 @@ impl<K: Object + Clone> Builder<K> {
                 metrics,
                 started: AtomicBool::new(false),
                 stop: CancellationToken::new(),
+                workers: Mutex::new(vec![]),
             }),
         })
     }
@@ -386,6 +392,8 @@ struct Inner<K> {
     /// The controller's `ctx`: cancelled when it stops (keeps I5); each reconcile's context
     /// is a child of it.
     stop: CancellationToken,
+    /// The workers' tasks, for [`Controller::abort`] only.
+    workers: Mutex<Vec<AbortHandle>>,
 }
 
 type Held = Claim<Request, RateLimitingQueue<Request>>;
@@ -435,6 +443,18 @@ impl<K: Object + Clone> Controller<K> {
         self.inner.shutdown();
     }
 
+    /// Kills the controller the way a process kill would, for experiments that model one:
+    /// [`shutdown`](Self::shutdown), then every worker's task is aborted, so each reconcile in
+    /// flight is dropped at whatever `.await` it had reached and never returns. The keys they
+    /// held are released (their claims drop) but not re-queued. Unlike `shutdown`, this breaks
+    /// I5's "no reconcile is abandoned" on purpose.
+    pub fn abort(&self) {
+        self.inner.shutdown();
+        for worker in self.inner.workers.lock().drain(..) {
+            worker.abort();
+        }
+    }
+
     /// Waits for the cache to sync (what "synced" means depends on [`Release::sync_gate`]),
     /// then runs the workers (one tokio task each) until [`shutdown`](Self::shutdown), `stop`
     /// completes, or the informer crashes, and waits for them (upstream `Start`). A stop while
@@ -459,7 +479,8 @@ impl<K: Object + Clone> Controller<K> {
             _ = &mut stop => inner.shutdown(),
         }
         for w in 0..inner.max_concurrent_reconciles {
-            guard.workers.spawn(Inner::worker(inner.clone(), w));
+            let worker = guard.workers.spawn(Inner::worker(inner.clone(), w));
+            inner.workers.lock().push(worker);
         }
         let (mut panic, mut crash) = (None, None);
         loop {
@@ -486,6 +507,23 @@ impl<K: Object + Clone> Controller<K> {
             std::panic::resume_unwind(p);
         }
         crash.map_or(Ok(()), |m| Err(ControllerError::InformerCrashed(m)))
+    }
+}
+
+/// upstream's `ActiveWorkers` gauge with its deferred decrement: down again however the
+/// reconcile ends, an abort included.
+struct ActiveWorker<'a>(&'a ControllerMetrics);
+
+impl<'a> ActiveWorker<'a> {
+    fn start(metrics: &'a ControllerMetrics) -> Self {
+        metrics.active_workers.fetch_add(1, Ordering::SeqCst);
+        ActiveWorker(metrics)
+    }
+}
+
+impl Drop for ActiveWorker<'_> {
+    fn drop(&mut self) {
+        self.0.active_workers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -546,9 +584,9 @@ impl<K: Object + Clone> Inner<K> {
         let request = claim.item().clone();
         let deadline = self.reconciliation_timeout.map(|d| Instant::now() + d);
         let ctx = Context::new(self.indexer.clone(), worker, &self.stop, deadline);
-        self.metrics.active_workers.fetch_add(1, Ordering::SeqCst);
+        let active = ActiveWorker::start(&self.metrics);
         let outcome = self.reconcile(request, ctx).await;
-        self.metrics.active_workers.fetch_sub(1, Ordering::SeqCst);
+        drop(active);
         let outcome = match outcome {
             Ok(o) => o,
             Err(panic) => std::panic::resume_unwind(panic), // claim drops while unwinding: I1
