@@ -1,8 +1,8 @@
 //! The controller: an informer's events in, keys through a rate-limiting queue, reconciles out.
 //! Follows controller-runtime's `pkg/internal/controller/controller.go` (the worker loop,
-//! `Start`, `Reconcile`), `pkg/internal/source/event_handler.go` (informer callbacks to
-//! events) and `pkg/internal/source/kind.go` (the cache-sync gate), at v0.22.5 and v0.24.1:
-//! [`Release`] picks between them.
+//! `Start`, `Reconcile`) and `pkg/internal/source/kind.go` (the cache-sync gate), at v0.22.5
+//! and v0.24.1: [`Release`] picks between them. The informer side (`event_handler.go`) is
+//! the private `controller::source` module.
 //!
 //! ```text
 //!  SharedIndexInformer ─on_add/on_update/on_delete─► Event ─predicates─► EventHandler
@@ -73,21 +73,19 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Error, Event, Request, Result as ReconcileResult,
+    Error, Request, Result as ReconcileResult,
     context::Context,
     handler::{EnqueueRequestForObject, EventHandler},
     metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel},
     predicate::Predicate,
     release::{Release, SyncGate},
+    source::Source,
 };
 use crate::{
     cache::{
         Object, Store,
         lister_watcher::ListerWatcher,
-        shared_informer::{
-            DeletedObject, HandlerRegistration, ResourceEventHandler, SharedIndexInformer,
-            panic_message,
-        },
+        shared_informer::{HandlerRegistration, SharedIndexInformer, panic_message},
     },
     features::klog,
     workqueue::{
@@ -311,54 +309,6 @@ impl RateLimiter<Request> for BoxedLimiter {
     }
     fn num_requeues(&self, item: &Request) -> usize {
         self.0.num_requeues(item)
-    }
-}
-
-/// The informer handler: callbacks → [`Event`] → predicates → handler → queue (upstream's
-/// `EventHandler` adapter in `pkg/internal/source`).
-struct Source<K> {
-    predicates: Vec<Box<dyn Predicate<K>>>,
-    handler: Box<dyn EventHandler<K>>,
-    queue: RateLimitingQueue<Request>,
-    metrics: Arc<ControllerMetrics>,
-}
-
-impl<K: Object> Source<K> {
-    fn deliver(&self, event: Event<K>) {
-        self.metrics.events.fetch_add(1, Ordering::SeqCst);
-        if !self.predicates.iter().all(|p| p.matches(&event)) {
-            return;
-        }
-        self.handler.handle(&event, &mut |request| {
-            self.metrics.enqueued.fetch_add(1, Ordering::SeqCst);
-            self.queue.add(request);
-        });
-    }
-}
-
-impl<K: Object> ResourceEventHandler<K> for Source<K> {
-    fn on_add(&self, object: Arc<K>, is_in_initial_list: bool) {
-        self.deliver(Event::Create {
-            object,
-            is_in_initial_list,
-        });
-    }
-    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
-        self.deliver(Event::Update {
-            old: Some(old),
-            new: Some(new),
-        });
-    }
-    fn on_delete(&self, deleted: DeletedObject<K>) {
-        let delete_state_unknown = deleted.is_tombstone();
-        match deleted.object() {
-            Some(object) => self.deliver(Event::Delete {
-                object: object.clone(),
-                delete_state_unknown,
-            }),
-            // Upstream drops a tombstone without an object, with an error log.
-            None => tracing::error!("DeletedFinalStateUnknown without an object; dropped"),
-        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod predicate;
 pub mod reconcile;
 pub mod release;
+mod source;
 
 pub use context::{Context, ContextError};
 pub use controller::{Action, Builder, Controller, ControllerError, Outcome, Reconciler, decide};

@@ -26,7 +26,7 @@
 //! # Concurrency
 //!
 //! One lock guards the core, the metrics bookkeeping and the waiter count. It is a
-//! test-and-set lock (the [`super::sync`] facade; it swaps in shuttle's for model checking),
+//! test-and-set lock (the `workqueue::sync` facade; it swaps in shuttle's for model checking),
 //! never held across an await and never while user code runs. Notifications are sent after
 //! the lock is released. There is one lock, so there is no lock order to get wrong.
 //!
