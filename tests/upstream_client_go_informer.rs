@@ -554,6 +554,10 @@ fn every_event_panic_is_logged_and_each_listener_sleeps_a_second_after_it() {
 fn a_handler_panic_crashes_the_informer_by_default() {
     let ((), lines) = klog::capture(|| {
         paused_runtime().block_on(async {
+            assert_eq!(
+                InformerOptions::new(S(1)).handler_panic,
+                HandlerPanic::Crash
+            );
             let informer = panicking_informer(3, HandlerPanic::default());
             let (h, calls) = panicking_handler();
             let (bystander, seen) = recorder();
