@@ -401,7 +401,7 @@ impl Process {
             t.abort();
         }
         match &self.queue {
-            Queue::Level(c) => c.shutdown(),
+            Queue::Level(c) => c.abort(),
             Queue::Edge(q, _) => q.shut_down(),
         }
     }

@@ -246,7 +246,7 @@ impl Process {
     }
 
     fn kill(self) {
-        self.controller.shutdown();
+        self.controller.abort();
         for t in &self.tasks {
             t.abort();
         }
