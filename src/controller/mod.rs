@@ -16,6 +16,7 @@ pub mod controller;
 pub mod event;
 pub mod handler;
 pub mod predicate;
+pub mod priorityqueue;
 pub mod reconcile;
 
 pub use controller::{
