@@ -102,6 +102,8 @@ pub mod core;
 pub mod interface;
 pub mod metrics;
 pub mod queue;
+#[cfg(test)]
+mod tests;
 
 pub use core::{Bug, Priority, PriorityQueueCore};
 pub use interface::ControllerQueue;
