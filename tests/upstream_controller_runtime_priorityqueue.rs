@@ -317,7 +317,7 @@ async fn it_updates_metrics_correctly_for_an_item_that_gets_initially_added_with
     q.add_with_opts(AddOpts::default(), ["foo"]);
     assert_eq!(q.len(), 1);
     assert_eq!(snapshot(&m).depth, depth(&[(0, 1)]));
-    assert_eq!(q.get().await, Some("foo"));
+    assert_eq!(get(&q).await.0, "foo");
     assert_eq!(q.len(), 0);
     assert_eq!(snapshot(&m).depth, depth(&[(0, 0)]));
 }
@@ -568,7 +568,7 @@ async fn test_metrics_are_updated_for_item_whose_requeue_after_expired_that_gets
     assert_eq!(q.len(), 1);
     assert_eq!(snapshot(&m).depth, depth(&[(0, 1)]));
 
-    assert_eq!(q.get().await, Some("foo"));
+    assert_eq!(get(&q).await.0, "foo");
     assert_eq!(q.len(), 0);
     assert_eq!(snapshot(&m).depth, depth(&[(0, 0)]));
 }

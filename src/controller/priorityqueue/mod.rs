@@ -61,9 +61,9 @@
 //! |---|---|---|
 //! | order | FIFO | priority, then first ready; a raise goes to the back of its new level |
 //! | `len` while a re-added key is held | 0 (the key is only dirty) | 1 (the new entry is ready, just not handed out) |
-//! | `add_after` for a key already ready | a second, delayed add later | nothing: ready stays ready |
+//! | `add_after` for a key already ready | the delayed add still happens later (and coalesces only if the key is still queued then) | nothing: ready stays ready |
 //! | `add_after` for a key already waiting | the earlier ready time wins | the same |
-//! | rate-limited add for a key already waiting | the earlier wins | the same, and the limiter's delay is the shorter of it and `after` unless `after` is zero |
+//! | `add_rate_limited` | waits `limiter.when` | the same; with `after` too, the shorter of the two unless `after` is zero |
 //! | shutdown | getters drain the queue, then `None` | getters get `None` at once; queued keys are dropped |
 //! | `shut_down_with_drain` | waits for held keys | the same as `shut_down` |
 //! | depth metric | size of the dirty set | ready keys (held ones included), per priority |
@@ -85,7 +85,10 @@
 //!   level); v0.23+ keeps two trees, gives a raised key a fresh counter ("follows FIFO order in
 //!   the new priority queue when item priority changes") and a fresh counter when it becomes
 //!   ready by time, and buffers adds. This port is the v0.23+ queue.
-//! - **`Result::priority`** (v0.24 `reconcile.Result.Priority`): the priority of any requeue,
+//! - **Depth metric labels**: since v0.23.0 controller-runtime's Prometheus provider labels at
+//!   most 25 distinct priorities, then `"exceeded_cardinality_limit"`
+//!   (`pkg/internal/metrics/workqueue.go`); not ported (see [`metrics`]).
+//! - **`Result::priority`** (v0.23+ `reconcile.Result.Priority`): the priority of any requeue,
 //!   error requeues included; absent, the request keeps the priority it was handed out with.
 //! - **Low priority for unchanged objects** (both versions, only with the priority queue):
 //!   a create from the informer's initial list, and an update whose old and new resource

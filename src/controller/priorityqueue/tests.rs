@@ -13,11 +13,15 @@ use crate::workqueue::{
 const MS: Duration = Duration::from_millis(1);
 const HANG: Duration = Duration::from_secs(3600);
 
-async fn get(q: &PriorityQueue<&'static str>, what: &str) -> &'static str {
-    tokio::time::timeout(HANG, q.get())
+/// Awaits `f`, failing with `what` (the suspected deadlock) if it hangs.
+async fn within<F: std::future::Future>(f: F, what: &str) -> F::Output {
+    tokio::time::timeout(HANG, f)
         .await
-        .unwrap_or_else(|_| panic!("get hung: {what}"))
-        .expect("not shut down")
+        .unwrap_or_else(|_| panic!("hung: {what}"))
+}
+
+async fn get(q: &PriorityQueue<&'static str>, what: &str) -> &'static str {
+    within(q.get(), what).await.expect("not shut down")
 }
 
 /// Lets every other task run until it blocks, without moving the paused clock.
@@ -81,7 +85,7 @@ async fn a_second_shut_down_does_nothing_and_drain_does_not_wait_for_held_keys()
     q.shut_down_with_drain(); // returns although "held" is never done
     q.shut_down(); // upstream panics here (close of a closed channel)
     assert!(q.shutting_down());
-    assert_eq!(q.get().await, None);
+    assert_eq!(within(q.get(), "get after shutdown").await, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -116,7 +120,10 @@ async fn done_wakes_a_getter_waiting_for_a_re_added_key() {
         getter.is_finished(),
         "done did not wake the getter (lost wake-up)"
     );
-    assert_eq!(getter.await.unwrap(), Some("web"));
+    assert_eq!(
+        within(getter, "the woken getter").await.unwrap(),
+        Some("web")
+    );
 }
 
 /// A getter dropped while waiting (a cancelled worker) must not take a wake-up with it.
@@ -137,7 +144,10 @@ async fn a_cancelled_getter_does_not_swallow_the_wake_up() {
         second.is_finished(),
         "the add woke only the cancelled getter"
     );
-    assert_eq!(second.await.unwrap(), Some("web"));
+    assert_eq!(
+        within(second, "the woken getter").await.unwrap(),
+        Some("web")
+    );
 }
 
 /// Latency counts from the moment a key became ready, work duration from get to done, and
@@ -206,7 +216,9 @@ async fn the_background_tasks_end_with_the_last_handle() {
 async fn a_claim_calls_done_when_dropped_and_requeues_through_the_queue() {
     let q = PriorityQueue::new("");
     q.add("web");
-    let (claim, priority) = q.claim_with_priority().await.unwrap();
+    let (claim, priority) = within(q.claim_with_priority(), "web was queued")
+        .await
+        .unwrap();
     assert_eq!((*claim, priority), ("web", 0));
     let low = AddOpts {
         priority: Some(-100),
@@ -218,7 +230,10 @@ async fn a_claim_calls_done_when_dropped_and_requeues_through_the_queue() {
     assert_eq!((q.locked_len(), q.waiting_len()), (1, 1));
     drop(claim);
     assert_eq!(q.locked_len(), 0);
-    let (again, priority) = q.claim_with_priority().await.unwrap();
+    let requeued = q.claim_with_priority();
+    let (again, priority) = within(requeued, "the requeue after 10 ms was lost")
+        .await
+        .unwrap();
     assert_eq!((*again, priority), ("web", -100));
 }
 
