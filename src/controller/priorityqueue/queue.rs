@@ -63,7 +63,7 @@ use std::{
 use tokio::{sync::Notify, time::Instant};
 
 use super::{
-    core::{Add, Done, Get, Priority, PriorityQueueCore, effective_after},
+    core::{Add, Bug, Done, Get, Priority, PriorityQueueCore, effective_after},
     metrics::{PriorityQueueMetrics, Provider},
 };
 use crate::workqueue::{
@@ -179,6 +179,20 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> PriorityQueue<T> {
     /// A queue called `name` (upstream's `New(name, opts...)`). Metrics are recorded when the
     /// name is not empty and `opts` has a provider.
     pub fn with_opts(name: &str, opts: Opts<T>) -> Result<Self, Error> {
+        Self::with_core(name, opts, PriorityQueueCore::new())
+    }
+
+    /// **Deliberately broken**: an unnamed queue whose core has `bug` (see [`Bug`]). It exists
+    /// so that the model checker and the book can show their detectors firing.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, as [`new`](Self::new).
+    pub fn with_bug(bug: Bug) -> Self {
+        Self::with_core("", Opts::default(), PriorityQueueCore::with_bug(bug))
+            .expect("PriorityQueue::with_bug needs a tokio runtime")
+    }
+
+    fn with_core(name: &str, opts: Opts<T>, core: PriorityQueueCore<T>) -> Result<Self, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
             what: "a priority queue",
         })?;
@@ -196,7 +210,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> PriorityQueue<T> {
         let timer = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::new(Locked {
-                core: PriorityQueueCore::new(),
+                core,
                 metrics,
                 waiting_getters: 0,
             }),
