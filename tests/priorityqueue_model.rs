@@ -245,7 +245,7 @@ fn check(mut core: PriorityQueueCore<u8>, ops: &[Op]) -> Result<(), TestCaseErro
                     key,
                     Duration::from_millis(after),
                     priority,
-                    at(model.now),
+                    || at(model.now),
                     &mut rec,
                 );
                 model.add(key, after, priority);

@@ -51,7 +51,8 @@
 //!
 //! # Differences from upstream
 //!
-//! - Time is a parameter (`now`), so a test or the shell decides what the clock reads.
+//! - Time is a parameter (`now`), so a test or the shell decides what the clock reads (and an
+//!   add without a delay never reads it).
 //! - A delay too large for the clock saturates to about thirty years (upstream adds it to a
 //!   `time.Time`, which cannot overflow in practice).
 //! - Everything else, including which key `get` picks and which metric calls an add makes, is
@@ -283,13 +284,14 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
     }
 
     /// Queues `key` after `after` (zero: ready now) at `priority` (`None`: 0), merging with an
-    /// entry already queued for it (see the model). Keeps P1–P3.
+    /// entry already queued for it (see the model). `now` is read only for a delay. Keeps
+    /// P1–P3.
     pub fn add(
         &mut self,
         key: T,
         after: Duration,
         priority: Option<Priority>,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
         obs: &mut impl Observer<T>,
     ) -> Add {
         if self.shutting_down {
@@ -299,6 +301,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             None
         } else {
             obs.retry();
+            let now = now();
             Some(now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE))
         };
         let asked = priority.unwrap_or(0);
@@ -343,6 +346,9 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             }
             (Some(_), Some(_)) => Add::MergedWaiting,
         };
+        if merged == old {
+            return outcome; // nothing moved: upstream's delete and re-insert of the same item
+        }
         let stored = self.remove_tree(&old);
         self.items.insert(key, merged);
         self.insert_tree(stored.clone(), merged);
@@ -508,10 +514,10 @@ mod tests {
     #[test]
     fn a_priority_raise_moves_the_key_to_the_back_of_its_new_level() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("foo", Duration::ZERO, Some(0), t, &mut ());
-        q.add("bar", Duration::ZERO, Some(1), t, &mut ());
+        q.add("foo", Duration::ZERO, Some(0), || t, &mut ());
+        q.add("bar", Duration::ZERO, Some(1), || t, &mut ());
         assert_eq!(
-            q.add("foo", Duration::ZERO, Some(1), t, &mut ()),
+            q.add("foo", Duration::ZERO, Some(1), || t, &mut ()),
             Add::MergedReady
         );
         assert_eq!(keys(&q), [("bar", 1), ("foo", 1)]);
@@ -520,18 +526,18 @@ mod tests {
     #[test]
     fn a_lower_or_equal_priority_keeps_the_place() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("a", Duration::ZERO, Some(2), t, &mut ());
-        q.add("b", Duration::ZERO, Some(2), t, &mut ());
-        q.add("a", Duration::ZERO, Some(2), t, &mut ());
-        q.add("a", Duration::ZERO, None, t, &mut ());
+        q.add("a", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("b", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("a", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
         assert_eq!(keys(&q), [("a", 2), ("b", 2)]);
     }
 
     #[test]
     fn a_plain_add_raises_a_low_priority_key_to_zero() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("x", Duration::ZERO, Some(-100), t, &mut ());
-        q.add("x", Duration::ZERO, None, t, &mut ());
+        q.add("x", Duration::ZERO, Some(-100), || t, &mut ());
+        q.add("x", Duration::ZERO, None, || t, &mut ());
         assert_eq!(q.entry(&"x").map(|e| e.priority), Some(0));
     }
 
@@ -540,10 +546,10 @@ mod tests {
     #[test]
     fn a_waiting_key_made_ready_by_an_add_keeps_its_first_counter() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("late", S, None, t, &mut ());
-        q.add("early", Duration::ZERO, None, t, &mut ());
+        q.add("late", S, None, || t, &mut ());
+        q.add("early", Duration::ZERO, None, || t, &mut ());
         assert_eq!(
-            q.add("late", Duration::ZERO, None, t, &mut ()),
+            q.add("late", Duration::ZERO, None, || t, &mut ()),
             Add::MadeReady
         );
         assert_eq!(keys(&q), [("late", 0), ("early", 0)]);
@@ -552,8 +558,8 @@ mod tests {
     #[test]
     fn a_key_promoted_by_time_goes_behind_keys_already_ready() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("late", S, None, t, &mut ());
-        q.add("early", Duration::ZERO, None, t, &mut ());
+        q.add("late", S, None, || t, &mut ());
+        q.add("early", Duration::ZERO, None, || t, &mut ());
         let p = q.promote_due(t + S, &mut ());
         assert_eq!(
             p,
@@ -568,12 +574,12 @@ mod tests {
     #[test]
     fn the_earlier_ready_time_wins_and_ready_stays_ready() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("w", 10 * S, None, t, &mut ());
-        q.add("w", 3 * S, None, t, &mut ());
-        q.add("w", 5 * S, None, t, &mut ());
+        q.add("w", 10 * S, None, || t, &mut ());
+        q.add("w", 3 * S, None, || t, &mut ());
+        q.add("w", 5 * S, None, || t, &mut ());
         assert_eq!(q.next_ready_at(), Some(t + 3 * S));
-        q.add("r", Duration::ZERO, None, t, &mut ());
-        assert_eq!(q.add("r", S, None, t, &mut ()), Add::MergedReady);
+        q.add("r", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.add("r", S, None, || t, &mut ()), Add::MergedReady);
         assert_eq!(q.entry(&"r").unwrap().ready_at, None);
     }
 
@@ -589,9 +595,9 @@ mod tests {
     #[test]
     fn a_key_added_while_locked_is_queued_and_counted_but_not_handed_out() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("a", Duration::ZERO, None, t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
         assert_eq!(q.get(&mut ()), Get::Item("a", 0));
-        q.add("a", Duration::ZERO, Some(3), t, &mut ());
+        q.add("a", Duration::ZERO, Some(3), || t, &mut ());
         assert_eq!((q.len(), q.locked_len()), (1, 1));
         assert_eq!(q.get(&mut ()), Get::Empty);
         assert_eq!(q.done(&"a"), Done::ReleasedReady);
@@ -603,10 +609,10 @@ mod tests {
     #[test]
     fn shutdown_hands_out_nothing_more_and_drops_adds() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add(1, Duration::ZERO, None, t, &mut ());
+        q.add(1, Duration::ZERO, None, || t, &mut ());
         q.shut_down();
         assert_eq!(
-            q.add(2, Duration::ZERO, None, t, &mut ()),
+            q.add(2, Duration::ZERO, None, || t, &mut ()),
             Add::ShuttingDown
         );
         assert_eq!(q.get(&mut ()), Get::ShutDown);
@@ -617,21 +623,21 @@ mod tests {
     fn the_broken_variants_misbehave() {
         let t = Instant::now();
         let mut q = PriorityQueueCore::with_bug(Bug::HandsOutLockedKeys);
-        q.add("a", Duration::ZERO, None, t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
         assert_eq!(q.get(&mut ()), Get::Item("a", 0));
-        q.add("a", Duration::ZERO, None, t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
         assert_eq!(q.get(&mut ()), Get::Item("a", 0), "handed out while held");
 
         let mut q = PriorityQueueCore::with_bug(Bug::IgnoresPriorityRaise);
-        q.add("a", Duration::ZERO, Some(-100), t, &mut ());
-        q.add("a", Duration::ZERO, Some(5), t, &mut ());
+        q.add("a", Duration::ZERO, Some(-100), || t, &mut ());
+        q.add("a", Duration::ZERO, Some(5), || t, &mut ());
         assert_eq!(q.entry(&"a").unwrap().priority, -100);
     }
 
     #[test]
     fn the_invariant_check_names_a_broken_tree() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
-        q.add("a", Duration::ZERO, None, t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
         q.ready.clear();
         assert_eq!(
             q.check_invariants(),

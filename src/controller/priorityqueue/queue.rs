@@ -145,10 +145,13 @@ struct Locked<T> {
 
 impl<T: Eq + Hash + Clone> Locked<T> {
     fn add(&mut self, key: T, after: Duration, priority: Option<Priority>) -> Add {
-        let now = Instant::now();
         match &mut self.metrics {
-            None => self.core.add(key, after, priority, now, &mut ()),
-            Some(m) => self.core.add(key, after, priority, now, &mut m.at(now)),
+            // The clock is read only for a delay (a clock read can cost more than the add).
+            None => self.core.add(key, after, priority, Instant::now, &mut ()),
+            Some(m) => {
+                let now = Instant::now();
+                self.core.add(key, after, priority, || now, &mut m.at(now))
+            }
         }
     }
 
@@ -235,13 +238,16 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
     /// Queues `items` as `opts` says, each merged with its entry if it has one: the earlier
     /// ready time and the higher priority win. Dropped once shut down.
     pub fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = T>) {
-        if self.shutting_down() {
-            return; // upstream checks the flag before anything else, the limiter included
-        }
         for key in items {
-            let limited = opts.rate_limited.then(|| self.limiter.when(&key));
-            let after = effective_after(opts.after, limited);
-            let mut s = self.lock();
+            let after = if opts.rate_limited {
+                if self.shutting_down() {
+                    return; // upstream checks the flag before it asks the limiter
+                }
+                effective_after(opts.after, Some(self.limiter.when(&key)))
+            } else {
+                opts.after
+            };
+            let mut s = self.lock(); // the core drops the add if shut down meanwhile
             let outcome = s.add(key, after, opts.priority);
             let wake_getter = outcome.readied() && s.waiting_getters > 0; // keeps P4
             drop(s);
