@@ -115,8 +115,8 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> ControllerQueue<T> for RateLi
             }
         }
     }
-    fn get_with_priority(&self) -> impl Future<Output = Option<(T, Priority)>> + Send {
-        async move { Queue::get(self).await.map(|key| (key, 0)) }
+    async fn get_with_priority(&self) -> Option<(T, Priority)> {
+        Queue::get(self).await.map(|key| (key, 0))
     }
     fn forget(&self, item: &T) {
         RateLimitingQueue::forget(self, item);

@@ -21,7 +21,7 @@
 //!
 //! # Concurrency
 //!
-//! [`PriorityQueueMetrics`] lives inside the queue's lock (upstream adds a map lock because
+//! `PriorityQueueMetrics` lives inside the queue's lock (upstream adds a map lock because
 //! its 500 ms loop reads without the queue's lock; here the loop takes the queue's lock).
 //!
 //! # Differences from upstream
