@@ -58,6 +58,17 @@ fn snapshot(m: &Metrics) -> PriorityMetricsSnapshot {
         .expect("the queue registered its metrics")
 }
 
+/// upstream's closing checks: `metrics.depth["test"]` (a `map[priority]count`), `adds` and,
+/// where upstream checks it, `retries`.
+fn expect_metrics(m: &Metrics, d: &[(i64, i64)], adds: u64, retries: Option<u64>) {
+    let s = snapshot(m);
+    assert_eq!(s.depth, depth(d), "depth per priority");
+    assert_eq!(s.base.adds, adds, "adds");
+    if let Some(retries) = retries {
+        assert_eq!(s.base.retries, retries, "retries");
+    }
+}
+
 /// The depth map, written as upstream's `map[int]int{…}` literals are.
 fn depth(pairs: &[(i64, i64)]) -> BTreeMap<i64, i64> {
     pairs.iter().copied().collect()
@@ -132,8 +143,7 @@ async fn it_returns_an_item() {
     let (q, m) = new_queue();
     q.add_with_opts(AddOpts::default(), ["foo"]);
     assert_eq!(get(&q).await.0, "foo");
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds, s.retries), (depth(&[(0, 0)]), 1, 0));
+    expect_metrics(&m, &[(0, 0)], 1, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -143,8 +153,7 @@ async fn it_returns_items_in_order() {
     q.add_with_opts(AddOpts::default(), ["bar"]);
     assert_eq!(get(&q).await.0, "foo");
     assert_eq!(get(&q).await.0, "bar");
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 2));
+    expect_metrics(&m, &[(0, 0)], 2, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,8 +164,7 @@ async fn it_doesnt_return_an_item_that_is_currently_locked() {
     q.add_with_opts(AddOpts::default(), ["foo"]);
     q.add_with_opts(AddOpts::default(), ["bar"]);
     assert_eq!(get(&q).await.0, "bar");
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 1)]), 3));
+    expect_metrics(&m, &[(0, 1)], 3, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -170,8 +178,7 @@ async fn it_returns_an_item_as_soon_as_its_unlocked() {
     q.add_with_opts(AddOpts::default(), ["baz"]);
     q.done(&"foo");
     assert_eq!(get(&q).await.0, "foo", "foo was queued before baz");
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 1)]), 4));
+    expect_metrics(&m, &[(0, 1)], 4, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,8 +188,7 @@ async fn it_de_duplicates_items() {
     q.add_with_opts(AddOpts::default(), ["foo"]);
     assert_eq!(q.len(), 1);
     assert_eq!(q.locked_len(), 0);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 1)]), 1));
+    expect_metrics(&m, &[(0, 1)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -195,8 +201,7 @@ async fn it_enqueues_a_locked_item() {
     assert_eq!(q.len(), 1, "the re-added key counts while it is held");
     q.done(&"foo");
     assert_eq!(get(&q).await, ("foo", 0));
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 2));
+    expect_metrics(&m, &[(0, 0)], 2, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,8 +211,7 @@ async fn it_retains_the_highest_priority() {
     q.add_with_opts(priority(2), ["foo"]);
     assert_eq!(get(&q).await, ("foo", 2));
     assert_eq!(q.len(), 0);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(1, 0), (2, 0)]), 1));
+    expect_metrics(&m, &[(1, 0), (2, 0)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -217,8 +221,7 @@ async fn it_will_not_decrease_the_priority() {
     q.add_with_opts(priority(1), ["foo"]);
     assert_eq!(get(&q).await, ("foo", 2));
     assert_eq!(q.len(), 0);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(2, 0)]), 1));
+    expect_metrics(&m, &[(2, 0)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -230,8 +233,7 @@ async fn it_gets_pushed_to_the_front_if_the_priority_increases() {
     q.add_with_opts(priority(1), ["baz"]);
     assert_eq!(get(&q).await, ("baz", 1));
     assert_eq!(q.len(), 2);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 2), (1, 0)]), 3));
+    expect_metrics(&m, &[(0, 2), (1, 0)], 3, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -241,8 +243,7 @@ async fn it_retains_the_lowest_after_duration() {
     q.add_with_opts(after(Duration::from_secs(3600)), ["foo"]);
     assert_eq!(get(&q).await, ("foo", 0));
     assert_eq!(q.len(), 0);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 1));
+    expect_metrics(&m, &[(0, 0)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -436,8 +437,7 @@ async fn test_item_is_only_returned_after_after_has_passed() {
     settle().await;
     assert!(getter.is_finished(), "not handed out at its delay");
     assert_eq!(join(getter).await, [("foo", 0)]);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds, s.retries), (depth(&[(0, 0)]), 1, 1));
+    expect_metrics(&m, &[(0, 0)], 1, Some(1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -458,11 +458,7 @@ async fn test_high_priority_item_that_became_ready_is_returned_before_low_priori
     advance(Duration::from_secs(1)).await;
     settle().await;
     assert_eq!(get(&q).await, ("prio", 0));
-    let s = snapshot(&m);
-    assert_eq!(
-        (s.depth, s.adds, s.retries),
-        (depth(&[(-100, 1), (0, 0)]), 2, 1)
-    );
+    expect_metrics(&m, &[(-100, 1), (0, 0)], 2, Some(1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -474,8 +470,7 @@ async fn test_item_is_returned_as_soon_as_possible() {
     settle().await;
     assert!(getter.is_finished());
     assert_eq!(join(getter).await, [("foo", 0)]);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 1));
+    expect_metrics(&m, &[(0, 0)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -490,8 +485,7 @@ async fn test_waiting_item_is_returned_right_after_read_without_after() {
     settle().await;
     assert!(getter.is_finished());
     assert_eq!(join(getter).await, [("foo", 0)]);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 1));
+    expect_metrics(&m, &[(0, 0)], 1, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -506,8 +500,7 @@ async fn test_multiple_items_with_after_are_returned_in_correct_order() {
     settle().await;
     assert!(getter.is_finished());
     assert_eq!(join(getter).await, [("bar", 0), ("foo", 0)]);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds), (depth(&[(0, 0)]), 2));
+    expect_metrics(&m, &[(0, 0)], 2, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -602,8 +595,7 @@ async fn test_when_adding_multiple_items_with_ratelimit_true_they_dont_affect_ea
     settle().await;
     assert!(getter.is_finished(), "bar was not handed out at 640 ms");
     assert_eq!(join(getter).await, [("foo", 0), ("bar", 0)]);
-    let s = snapshot(&m);
-    assert_eq!((s.depth, s.adds, s.retries), (depth(&[(0, 0)]), 2, 2));
+    expect_metrics(&m, &[(0, 0)], 2, Some(2));
 }
 
 /// TestHighPriorityItemsAreReturnedBeforeLowPriorityItemMultipleTimes, for `after` = 0 and
@@ -641,20 +633,9 @@ async fn test_high_priority_items_are_returned_before_low_priority_item_multiple
                 assert_eq!(get(&q).await, (format!("{name}-{i}"), p), "after={delay:?}");
             }
         }
-        let s = snapshot(&m);
-        let expected_retries = if delay.is_zero() {
-            0
-        } else {
-            5 * PER_PRIORITY as u64
-        };
-        assert_eq!(
-            (s.depth, s.adds, s.retries),
-            (
-                depth(&[(-10, 0), (-5, 0), (0, 0), (5, 0), (10, 0)]),
-                5 * PER_PRIORITY as u64,
-                expected_retries
-            ),
-            "after={delay:?}"
-        );
+        let all = 5 * PER_PRIORITY as u64;
+        let retries = if delay.is_zero() { 0 } else { all };
+        let levels_at_zero = [(-10, 0), (-5, 0), (0, 0), (5, 0), (10, 0)];
+        expect_metrics(&m, &levels_at_zero, all, Some(retries));
     }
 }

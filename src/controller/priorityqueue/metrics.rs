@@ -186,20 +186,9 @@ pub struct PriorityMetricsSnapshot {
     /// Depth per priority. A priority appears once it has been touched, and stays (at 0), as in
     /// upstream's test fake: `{0: 0}` after one add and one get.
     pub depth: BTreeMap<Priority, i64>,
-    /// Keys that entered `ready`.
-    pub adds: u64,
-    /// Every latency observation, in seconds, in order.
-    pub latency: Vec<f64>,
-    /// Every work-duration observation, in seconds, in order.
-    pub work_duration: Vec<f64>,
-    /// Last unfinished-work value, in seconds.
-    pub unfinished_work_seconds: f64,
-    /// Last longest-running-processor value, in seconds.
-    pub longest_running_processor_seconds: f64,
-    /// How many times the 500 ms loop set the two gauges above.
-    pub unfinished_work_updates: u64,
-    /// Adds with a non-zero delay.
-    pub retries: u64,
+    /// The six other metrics. Its own `depth` is the plain gauge, which moves only when the
+    /// provider is given as [`Provider::Plain`].
+    pub base: MetricsSnapshot,
 }
 
 /// A provider that keeps every queue's metrics in memory, depth per priority, for tests and
@@ -218,32 +207,11 @@ impl InMemoryPriorityMetrics {
 
     /// What the queue called `name` has recorded, if it exists.
     pub fn snapshot(&self, name: &str) -> Option<PriorityMetricsSnapshot> {
-        let MetricsSnapshot {
-            adds,
-            latency,
-            work_duration,
-            unfinished_work_seconds,
-            longest_running_processor_seconds,
-            unfinished_work_updates,
-            retries,
-            ..
-        } = self.base.snapshot(name)?;
-        let depth = self
-            .depth
-            .lock()
-            .expect("depth map poisoned")
-            .get(name)
-            .cloned()
-            .unwrap_or_default();
+        let base = self.base.snapshot(name)?;
+        let depth = self.depth.lock().expect("depth map poisoned");
         Some(PriorityMetricsSnapshot {
-            depth,
-            adds,
-            latency,
-            work_duration,
-            unfinished_work_seconds,
-            longest_running_processor_seconds,
-            unfinished_work_updates,
-            retries,
+            depth: depth.get(name).cloned().unwrap_or_default(),
+            base,
         })
     }
 }

@@ -165,14 +165,17 @@ async fn metrics_time_from_ready_to_get_and_from_get_to_done() {
     q.shut_down();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let s = m.snapshot("q").unwrap();
-    assert_eq!(s.latency, [0.7]);
-    assert_eq!(s.work_duration, [1.2]);
-    assert_eq!(held.longest_running_processor_seconds, 1.0, "the 2 s tick");
+    assert_eq!(s.base.latency, [0.7]);
+    assert_eq!(s.base.work_duration, [1.2]);
     assert_eq!(
-        s.unfinished_work_updates, 4,
+        held.base.longest_running_processor_seconds, 1.0,
+        "the 2 s tick"
+    );
+    assert_eq!(
+        s.base.unfinished_work_updates, 4,
         "ticks at 0.5, 1, 1.5 and 2 s only"
     );
-    assert_eq!((s.retries, s.adds), (1, 1));
+    assert_eq!((s.base.retries, s.base.adds), (1, 1));
 }
 
 /// With a plain provider there is one depth gauge: a priority raise does not move it.
