@@ -168,6 +168,43 @@ mod tests {
         out
     }
 
+    /// How many times `web` is handed out when it changes during a reconcile that then asks
+    /// for `RequeueAfter(1 s)` (controller-runtime's Forget + AddWithOpts{After}, before Done).
+    async fn reconciles_after_change_and_requeue_after<Q: ControllerQueue<&'static str>>(
+        q: Q,
+    ) -> usize {
+        q.add_with_opts(AddOpts::default(), ["web"]);
+        let (claim, _) = q.claim_with_priority().await.expect("web was queued");
+        q.add_with_opts(AddOpts::default(), ["web"]); // the object changed meanwhile
+        q.forget(&claim);
+        let later = AddOpts {
+            after: Duration::from_secs(1),
+            ..AddOpts::default()
+        };
+        q.add_with_opts(later, ["web"]);
+        drop(claim); // done
+        let mut handed_out = 0;
+        while let Ok(Some((claim, _))) =
+            tokio::time::timeout(Duration::from_secs(10), q.claim_with_priority()).await
+        {
+            handed_out += 1;
+            drop(claim);
+        }
+        handed_out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_priority_queue_absorbs_a_requeue_after_into_a_pending_change() {
+        let pq = PriorityQueue::new("");
+        assert_eq!(reconciles_after_change_and_requeue_after(pq).await, 1);
+        let rl = RateLimitingQueue::new(limiter());
+        assert_eq!(
+            reconciles_after_change_and_requeue_after(rl).await,
+            2,
+            "client-go: now (the change) and after 1 s (the requeue)"
+        );
+    }
+
     fn limiter() -> ItemExponentialFailureRateLimiter<&'static str> {
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1))
     }

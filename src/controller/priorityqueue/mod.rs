@@ -63,6 +63,7 @@
 //! | `len` while a re-added key is held | 0 (the key is only dirty) | 1 (the new entry is ready, just not handed out) |
 //! | `add_after` for a key already ready | the delayed add still happens later (and coalesces only if the key is still queued then) | nothing: ready stays ready |
 //! | `add_after` for a key already waiting | the earlier ready time wins | the same |
+//! | a reconcile that ends with `RequeueAfter` (or a retryable error) while its object changed again | runs again now (the change) and again after the delay | runs again now only: the requeue merges into the ready entry (the limiter still counts the failure) |
 //! | `add_rate_limited` | waits `limiter.when` | the same; with `after` too, the shorter of the two unless `after` is zero |
 //! | shutdown | getters drain the queue, then `None` | getters get `None` at once; queued keys are dropped |
 //! | `shut_down_with_drain` | waits for held keys | the same as `shut_down` |
