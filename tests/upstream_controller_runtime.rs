@@ -187,7 +187,7 @@ fn should_requeue_a_request_if_the_result_sets_requeue_true() {
 fn should_requeue_after_a_duration_but_not_rate_limited_if_the_result_sets_requeue_after() {
     let after = Res {
         requeue: true,
-        requeue_after: Duration::from_secs(1),
+        ..Res::requeue_after(Duration::from_secs(1))
     };
     let (run, _) = run_script(
         vec![

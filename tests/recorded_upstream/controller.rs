@@ -33,7 +33,7 @@ fn requeue_lines() -> Vec<String> {
             "Result{Requeue: true, RequeueAfter: 30s}",
             Ok(ReconcileResult {
                 requeue: true,
-                requeue_after: thirty,
+                ..ReconcileResult::requeue_after(thirty)
             }),
         ),
         ("error", Err(Error::retry("boom"))),
