@@ -109,7 +109,7 @@ pub mod queue;
 #[cfg(test)]
 mod tests;
 
-pub use core::{Bug, Priority, PriorityQueueCore};
+pub use core::{Bug, Entry, Priority, PriorityQueueCore};
 pub use interface::ControllerQueue;
 pub use metrics::{
     DepthMetricWithPriority, InMemoryPriorityMetrics, MetricsProviderWithPriority,
