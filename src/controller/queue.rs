@@ -63,7 +63,6 @@ impl RequestQueue {
                 let config = QueueConfig {
                     name: name.to_owned(),
                     metrics_provider: provider.map(plain),
-                    ..QueueConfig::default()
                 };
                 RequestQueue::RateLimiting(RateLimitingQueue::with_config(
                     BoxedLimiter(limiter),

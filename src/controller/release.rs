@@ -37,20 +37,23 @@
 //! 2. **The default rate limiter**, chosen by the same flag (`controller.go:252-258`):
 //!    exponential 5 ms..1000 s alone with the priority queue, the max of that and a 10 qps /
 //!    burst 100 bucket without it. Modelled: [`QueueKind::default_rate_limiter`];
-//!    `tests/recorded_upstream`, `controller_runtime_v0_24_default_limiter` and `…v0_22…`.
+//!    `tests/recorded_upstream`, `controller_runtime_v0_24_default_limiter` and `…v0_22…`;
+//!    `tests/controller.rs`, `each_release_builds_its_own_default_queue`.
 //! 3. **Shutdown.** The priority queue's `GetWithPriority` reports the shutdown at once
 //!    (`priorityqueue.go:424`), so workers stop with keys still queued; client-go's `Get`
 //!    first hands out what is queued (a drain). Follows from 1. Modelled: the queue itself;
-//!    `tests/faults_controller.rs`, `shutdown_mid_burst_*`.
+//!    `tests/controller.rs`, `the_drain_at_shutdown_follows_the_queue_not_the_release`.
 //! 4. **`ShutDownWithDrain`** does not wait for held keys on the priority queue
-//!    (`priorityqueue.go:482`). Follows from 1. Modelled: [`RequestQueue::shut_down_with_drain`](super::RequestQueue::shut_down_with_drain).
+//!    (`priorityqueue.go:482`). Follows from 1. Modelled:
+//!    [`RequestQueue::shut_down_with_drain`](super::RequestQueue::shut_down_with_drain).
 //! 5. **`Len` and the queue metrics** mean other things: the priority queue counts ready keys
 //!    including ones re-added while held, its depth is per priority, `adds` counts keys
 //!    becoming ready and `retries` only non-zero delays. Follows from 1. Modelled: the queue
-//!    (its module's comparison table).
+//!    (its module's comparison table); `tests/controller.rs`,
+//!    `each_release_reports_its_own_queue_metrics`.
 //! 6. **A requeue merges into a pending change** on the priority queue (ready stays ready),
 //!    where client-go's queue runs the key now and again after the delay. Follows from 1.
-//!    Modelled: `tests/upstream_controller_runtime.rs`,
+//!    Modelled: `tests/upstream_controller_runtime_release.rs`,
 //!    `a_requeue_after_is_absorbed_by_a_change_during_the_reconcile_on_the_priority_queue`.
 //! 7. **The cache-sync gate.** `Kind.Start` also waits for this handler's registration to
 //!    sync ("Delay reconciliation until handlers sync", `pkg/internal/source/kind.go:111`).
@@ -58,8 +61,10 @@
 //!    `should_not_call_reconcile_until_all_event_handlers_have_processed_initial_objects`.
 //! 8. **`Result.Priority`** (`pkg/reconcile/reconcile.go:51`), which replaces the request's
 //!    priority for any requeue, an error's included (`controller.go:479`). Modelled:
-//!    [`Release::requeue_priority`]; named: an error carries no `Result` in Rust, so an
-//!    error's requeue keeps the request's priority (`reconcile` module's differences).
+//!    [`Release::requeue_priority`]; `tests/upstream_controller_runtime_release.rs`,
+//!    `should_use_the_priority_from_result_*`. Named: an error carries no `Result` in Rust,
+//!    so an error's requeue keeps the request's priority (`reconcile` module's differences;
+//!    `an_error_carries_no_result_so_its_requeue_keeps_the_requests_priority`).
 //! 9. **`controller_runtime_reconcile_timeouts_total`** (`metrics/metrics.go:88`, initialised
 //!    to 0 at `controller.go:456`), counted only when *the controller's* deadline ended the
 //!    reconcile (`context.WithTimeoutCause`, `controller.go:217-230`). Modelled:
@@ -84,12 +89,14 @@
 //!     `LowPriority` = -100 (`pkg/handler/eventhandler.go:178,218,234`), the same code at
 //!     both tags, but it only has an effect on a priority queue, so it arrives with 1.
 //!     Modelled: [`priority_when_unchanged`](super::handler::priority_when_unchanged) applied
-//!     by the source; `tests/upstream_controller_runtime.rs`,
-//!     `initial_list_and_resync_requests_wait_behind_changes_on_the_priority_queue`.
+//!     by the source; `tests/upstream_controller_runtime_release.rs`,
+//!     `initial_list_and_resync_requests_are_low_priority_on_a_priority_queue` and
+//!     `a_change_overtakes_the_initial_list_on_the_priority_queue`.
 //! 15. **Metrics per release**: v0.24's controller has eight `controller_runtime_*` metrics
-//!     (the timeouts of 9 added), v0.22's seven; and its default queue reports the priority
-//!     queue's workqueue metrics (depth per priority, 5) instead of client-go's. Modelled: 5 and 9; the controller's
-//!     queue takes a [`Provider`](super::priorityqueue::Provider) that either queue uses
+//!     (9 added the timeouts), v0.22's seven; and its default queue reports the priority
+//!     queue's workqueue metrics (depth per priority, see 5) instead of client-go's.
+//!     Modelled: 5 and 9, and the controller's queue takes a
+//!     [`Provider`](super::priorityqueue::Provider) that either queue uses
 //!     ([`Builder::with_queue_metrics`]); `tests/controller.rs`,
 //!     `each_release_reports_its_own_queue_metrics`.
 //!
