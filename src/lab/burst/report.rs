@@ -82,8 +82,8 @@ impl Report {
             variant: params.variant,
             clock: params.clock,
             writes_issued: burst.issued,
-            gap: params.gap,
-            cost: params.cost,
+            gap: params.storm.gap,
+            cost: params.storm.cost,
             workers: params.workers,
             burst_span: span,
             events_delivered: events,
@@ -94,8 +94,8 @@ impl Report {
             } else {
                 round3(events as f64 / reconciles as f64)
             },
-            span_over_cost_plus_one: (!params.cost.is_zero())
-                .then(|| round3(span.as_secs_f64() / params.cost.as_secs_f64() + 1.0)),
+            span_over_cost_plus_one: (!params.storm.cost.is_zero())
+                .then(|| round3(span.as_secs_f64() / params.storm.cost.as_secs_f64() + 1.0)),
             final_observed: values.last().copied().flatten(),
             observed: values,
             final_written: burst.issued,
@@ -117,6 +117,51 @@ impl Report {
     pub fn reconciles_over_expected(&self) -> Option<f64> {
         self.span_over_cost_plus_one
             .map(|e| round3(self.reconciles as f64 / e))
+    }
+}
+
+impl Report {
+    /// The run as a few lines of text: what ran, what the controller heard and did, what it
+    /// ended on. Every value is exact under virtual time (what chapter 06 snapshots).
+    pub fn summary(&self) -> String {
+        let values: Vec<String> = self
+            .observed
+            .iter()
+            .map(|v| v.map_or("none".into(), |v| v.to_string()))
+            .collect();
+        let show = |v: Option<u64>| v.map_or("none".into(), |v| v.to_string());
+        format!(
+            "{} writes, {} ms apart, {} ms per reconcile, {} worker(s), {} clock\n\
+             events heard {}, keys queued {}, reconciles {} (collapse {})\n\
+             span {} ms; span / cost + 1 = {}\n\
+             observed, in order: {}\n\
+             never observed: {} of {} values\n\
+             final: written {}, in the cache {}, last acted on {}\n\
+             converged {} ms after the last write; most reconciles of the object at once: {}\n",
+            self.writes_issued,
+            millis(self.gap),
+            millis(self.cost),
+            self.workers,
+            match self.clock {
+                Clock::Virtual => "virtual",
+                Clock::Real => "real",
+            },
+            self.events_delivered,
+            self.keys_added,
+            self.reconciles,
+            self.collapse,
+            millis(self.burst_span),
+            self.span_over_cost_plus_one
+                .map_or("-".into(), |e| e.to_string()),
+            values.join(", "),
+            self.never_observed,
+            self.writes_issued,
+            self.final_written,
+            show(self.final_in_cache),
+            show(self.final_observed),
+            millis(self.converge),
+            self.max_concurrent_reconciles_of_one_key,
+        )
     }
 }
 

@@ -1,10 +1,11 @@
 //! The sweeps chapter 06 runs, the durable claims checked on every run, and the cost-sweep
 //! plot.
 //!
-//! Each sweep varies one parameter of the essay's run (200 writes, 1 ms apart, 20 ms
-//! reconciles, one worker) and runs under both clocks. Virtual-time rows are pinned exactly.
-//! Real-clock rows are pinned through the bands in [`super::bands`]: every row prints the band
-//! its value fell in, never the value.
+//! Each sweep varies one parameter of the essay's run ([`crate::lab::rig::ESSAY`], one
+//! worker) and runs under both clocks, each run through [`super::run`]. Virtual-time rows are
+//! pinned exactly ([`rows_table`]). Real-clock rows are pinned through the bands in
+//! [`super::bands`] ([`real_table`]); this run's values go to the site beside them
+//! ([`measured_table`]).
 
 use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
 
@@ -186,92 +187,12 @@ pub fn reconciles_follow_span(reports: &[Report]) -> Result<SpanGroups, String> 
     Ok(groups)
 }
 
-/// One printed row of a sweep: exact under virtual time, bands under the real clock.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Row {
-    /// Writes.
-    pub writes: u64,
-    /// Gap, ms.
-    pub gap_ms: u64,
-    /// Cost, ms.
-    pub cost_ms: u64,
-    /// Events heard (every write's event: durable, exact under both clocks).
-    pub events: u64,
-    /// Virtual: the span in ms. Real: the band of (span / writes − gap) in ms.
-    pub span: String,
-    /// Virtual: the reconcile count. Real: the band of reconciles / expected.
-    pub reconciles: String,
-    /// Virtual: `min(writes, span / cost + 1)`. Real: omitted (it moves with the span).
-    pub expected: String,
-    /// Virtual: events / reconciles. Real: a band where cost ≤ gap, else "> 1 (asserted)".
-    pub collapse: String,
-    /// The value the last reconcile acted on (durable: the last value written).
-    pub final_observed: Option<u64>,
-    /// Virtual: ms from the last write to the end of the last reconcile. Real: the band of
-    /// (converge − cost) in ms.
-    pub converge: String,
-}
-
-impl Row {
-    /// The row for `r`, checking real-clock values against their bands (panics outside).
-    pub fn of(r: &Report) -> Row {
-        let cost_ms = r.cost.as_millis() as u64;
-        let gap_ms = r.gap.as_millis() as u64;
-        let (span, reconciles, expected, collapse, converge) = match r.clock {
-            Clock::Virtual => (
-                format!("{}", millis(r.burst_span)),
-                r.reconciles.to_string(),
-                format!("{}", round3(expected_reconciles(r))),
-                format!("{}", r.collapse),
-                format!("{}", millis(r.converge)),
-            ),
-            Clock::Real => {
-                let per_write = millis(r.burst_span) / r.writes_issued as f64 - gap_ms as f64;
-                let ratio = round3(r.reconciles as f64 / expected_reconciles(r));
-                let collapse = if r.cost <= r.gap {
-                    bands::REAL_COLLAPSE_AT_OR_BELOW_GAP
-                        .check("collapse", r.collapse)
-                        .to_string()
-                } else {
-                    assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
-                    "> 1 (asserted)".to_owned()
-                };
-                (
-                    bands::REAL_WRITE_OVERHEAD_MS
-                        .check("span/writes - gap (ms)", per_write)
-                        .to_string(),
-                    bands::REAL_RECONCILE_RATIO
-                        .check("reconciles / expected", ratio)
-                        .to_string(),
-                    "-".into(),
-                    collapse,
-                    bands::REAL_CONVERGE_OVERHEAD_MS
-                        .check("converge - cost (ms)", millis(r.converge) - cost_ms as f64)
-                        .to_string(),
-                )
-            }
-        };
-        Row {
-            writes: r.writes_issued,
-            gap_ms,
-            cost_ms,
-            events: r.events_delivered,
-            span,
-            reconciles,
-            expected,
-            collapse,
-            final_observed: r.final_observed,
-            converge,
-        }
-    }
-}
-
-/// The rows of `reports` as a fixed-width text table (what the chapter's snapshots hold).
+/// The virtual-time rows of `reports` as a fixed-width text table: every value exact.
 pub fn rows_table(reports: &[Report]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>6} {:>4} {:>5} {:>6} {:>15} {:>15} {:>8} {:>15} {:>6} {:>15}",
+        "{:>6} {:>4} {:>5} {:>6} {:>8} {:>10} {:>8} {:>8} {:>6} {:>11}",
         "writes",
         "gap",
         "cost",
@@ -284,20 +205,126 @@ pub fn rows_table(reports: &[Report]) -> String {
         "converge ms"
     );
     for r in reports {
-        let row = Row::of(r);
+        assert_eq!(
+            r.clock,
+            Clock::Virtual,
+            "rows_table prints exact values only"
+        );
         let _ = writeln!(
             out,
-            "{:>6} {:>4} {:>5} {:>6} {:>15} {:>15} {:>8} {:>15} {:>6} {:>15}",
-            row.writes,
-            row.gap_ms,
-            row.cost_ms,
-            row.events,
-            row.span,
-            row.reconciles,
-            row.expected,
-            row.collapse,
-            row.final_observed.map_or("none".into(), |v| v.to_string()),
-            row.converge
+            "{:>6} {:>4} {:>5} {:>6} {:>8} {:>10} {:>8} {:>8} {:>6} {:>11}",
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            r.events_delivered,
+            millis(r.burst_span),
+            r.reconciles,
+            round3(expected_reconciles(r)),
+            r.collapse,
+            final_of(r),
+            millis(r.converge),
+        );
+    }
+    out
+}
+
+fn final_of(r: &Report) -> String {
+    r.final_observed.map_or("none".into(), |v| v.to_string())
+}
+
+/// What one write cost beyond the gap, in ms: `span / writes - gap`.
+pub fn write_overhead_ms(r: &Report) -> f64 {
+    round3(millis(r.burst_span) / r.writes_issued as f64 - millis(r.gap))
+}
+
+/// `reconciles / min(writes, span / cost + 1)`.
+pub fn reconcile_ratio(r: &Report) -> f64 {
+    round3(r.reconciles as f64 / expected_reconciles(r))
+}
+
+/// How long after the last write the last reconcile ended, beyond one reconcile's cost, in ms.
+pub fn converge_overhead_ms(r: &Report) -> f64 {
+    round3(millis(r.converge) - millis(r.cost))
+}
+
+/// The real-clock rows of one sweep, checked against the bands (panics outside one), as the
+/// shortest text that carries the claim: the durable values per row, each band once.
+pub fn real_table(reports: &[Report]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "every row: events = writes and final = the last value written (exact), and\n  \
+         {:<53} in {}\n  {:<53} in {}\n  {:<53} in {}",
+        "reconciles / min(writes, span / cost + 1)",
+        bands::REAL_RECONCILE_RATIO,
+        "ms a write took beyond the gap (span / writes - gap)",
+        bands::REAL_WRITE_OVERHEAD_MS,
+        "ms from the last write to quiet, beyond one cost",
+        bands::REAL_CONVERGE_OVERHEAD_MS,
+    );
+    let _ = writeln!(
+        out,
+        "{:>6} {:>4} {:>5} {:>6} {:>6}  collapse (events / reconciles)",
+        "writes", "gap", "cost", "events", "final"
+    );
+    for r in reports {
+        assert_eq!(
+            r.clock,
+            Clock::Real,
+            "real_table prints bands for real-clock runs"
+        );
+        assert_eq!(
+            r.events_delivered, r.writes_issued,
+            "an event was lost: {r:?}"
+        );
+        assert!(r.ended_on_final_value(), "ended on a stale value: {r:?}");
+        bands::REAL_RECONCILE_RATIO.check("reconciles / expected", reconcile_ratio(r));
+        bands::REAL_WRITE_OVERHEAD_MS.check("span / writes - gap (ms)", write_overhead_ms(r));
+        bands::REAL_CONVERGE_OVERHEAD_MS.check("converge - cost (ms)", converge_overhead_ms(r));
+        let collapse = if r.cost <= r.gap {
+            format!(
+                "in {}",
+                bands::REAL_COLLAPSE_AT_OR_BELOW_GAP.check("collapse", r.collapse)
+            )
+        } else {
+            assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
+            "> 1 (cost above the gap)".to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "{:>6} {:>4} {:>5} {:>6} {:>6}  {collapse}",
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            r.events_delivered,
+            final_of(r),
+        );
+    }
+    out
+}
+
+/// This run's values for the same rows as [`real_table`], as a Markdown table for
+/// [`crate::book::measured::record`].
+pub fn measured_table(reports: &[Report]) -> String {
+    let mut out = String::from(
+        "| writes | gap ms | cost ms | span ms | ms per write beyond the gap | reconciles | \
+         min(writes, span / cost + 1) | reconciles / that | collapse | ms to quiet beyond one cost |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {:.2} | {} | {:.1} | {:.2} | {:.2} | {:.1} |",
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            millis(r.burst_span),
+            write_overhead_ms(r),
+            r.reconciles,
+            expected_reconciles(r),
+            reconcile_ratio(r),
+            r.collapse,
+            converge_overhead_ms(r),
         );
     }
     out
