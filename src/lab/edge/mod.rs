@@ -96,6 +96,34 @@ pub struct Payload {
     pub change: Change,
 }
 
+/// Three updates of one widget, queued as keys and as payloads: how many items each queue
+/// holds (chapter 07's first block).
+pub fn queue_items() -> String {
+    crate::lab::rig::paused(async {
+        // book: ch07_queue_items
+        let keys = RateLimitingQueue::new(default_controller_rate_limiter());
+        let payloads = RateLimitingQueue::new(default_controller_rate_limiter());
+        for (rv, (from, to)) in [(10, (0, 1)), (11, (1, 2)), (12, (2, 3))] {
+            let request = Request::new("default", "w");
+            keys.add(request.clone()); // equal to the one waiting, if any: merged
+            let change = Change::Updated { from, to };
+            let resource_version = rv.to_string(); // each event's own: never equal
+            payloads.add(Payload {
+                request,
+                resource_version,
+                change,
+            });
+        }
+        assert_eq!((keys.len(), payloads.len()), (1, 3));
+        format!(
+            "three updates of one widget\n  queue of keys:     {} item(s)\n  queue of payloads: {} item(s)",
+            keys.len(),
+            payloads.len()
+        )
+        // book: end ch07_queue_items
+    })
+}
+
 /// The two designs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Design {

@@ -286,6 +286,7 @@ pub fn bill() -> Vec<(&'static str, Report)> {
 /// Runs the chapter's four storms, checks the durable claims and records the snapshots the
 /// chapter shows.
 pub fn experiment() {
+    crate::book::snap::text("ch07_queue_items", super::queue_items());
     let bill = bill();
     check(&bill);
     for (name, report) in &bill {
