@@ -55,7 +55,9 @@ pub use crate::lab::rig::{
     Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,
 };
 pub use report::{Report, Table, millis as report_millis};
-pub use variants::{Counters, Running, Variant, start_channel_of_keys, start_first_payload};
+pub use variants::{
+    Counters, Running, StashFirstPayload, Variant, start_channel_of_keys, start_first_payload,
+};
 
 /// Which clock a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
