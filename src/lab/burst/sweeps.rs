@@ -212,11 +212,8 @@ pub fn rows_table(reports: &[Report]) -> String {
         );
         let _ = writeln!(
             out,
-            "{:>6} {:>4} {:>5} {:>6} {:>8} {:>10} {:>8} {:>8} {:>6} {:>11}",
-            r.writes_issued,
-            r.gap.as_millis(),
-            r.cost.as_millis(),
-            r.events_delivered,
+            "{} {:>8} {:>10} {:>8} {:>8} {:>6} {:>11}",
+            row_head(r),
             millis(r.burst_span),
             r.reconciles,
             round3(expected_reconciles(r)),
@@ -226,6 +223,17 @@ pub fn rows_table(reports: &[Report]) -> String {
         );
     }
     out
+}
+
+/// The first four columns of every table row: writes, gap, cost, events.
+fn row_head(r: &Report) -> String {
+    format!(
+        "{:>6} {:>4} {:>5} {:>6}",
+        r.writes_issued,
+        r.gap.as_millis(),
+        r.cost.as_millis(),
+        r.events_delivered
+    )
 }
 
 fn final_of(r: &Report) -> String {
@@ -290,15 +298,7 @@ pub fn real_table(reports: &[Report]) -> String {
             assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
             "> 1 (cost above the gap)".to_owned()
         };
-        let _ = writeln!(
-            out,
-            "{:>6} {:>4} {:>5} {:>6} {:>6}  {collapse}",
-            r.writes_issued,
-            r.gap.as_millis(),
-            r.cost.as_millis(),
-            r.events_delivered,
-            final_of(r),
-        );
+        let _ = writeln!(out, "{} {:>6}  {collapse}", row_head(r), final_of(r));
     }
     out
 }
