@@ -51,6 +51,10 @@ pub struct Report {
     pub converge: Duration,
     /// The most reconciles of the object that ever ran at once (above 1: two writers).
     pub max_concurrent_reconciles_of_one_key: u64,
+    /// The median time one reconcile took, start to finish: the cost under virtual time; under
+    /// the real clock, the cost plus how late its sleep woke.
+    #[serde(serialize_with = "ms")]
+    pub median_reconcile: Duration,
 }
 
 fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -105,12 +109,22 @@ impl Report {
                 .map(|t| t.saturating_duration_since(burst.finished))
                 .unwrap_or_default(),
             max_concurrent_reconciles_of_one_key: max_in_flight,
+            median_reconcile: median(observed.iter().map(|o| o.finished - o.started).collect()),
         }
     }
 
     /// Whether the controller ended on the last value written.
     pub fn ended_on_final_value(&self) -> bool {
         self.final_observed == Some(self.final_written)
+    }
+
+    /// Whether the reconciler fell behind the writer in fact: its median reconcile took longer
+    /// than the mean interval between two writes (`span / writes`). Under virtual time this is
+    /// `cost > gap`; under the real clock a late-waking sleep can make a cheap reconcile slow.
+    pub fn behind_in_fact(&self) -> bool {
+        self.writes_issued > 1
+            && self.median_reconcile.as_secs_f64()
+                > self.burst_span.as_secs_f64() / self.writes_issued as f64
     }
 
     /// `reconciles / (span / cost + 1)`; `None` for a zero cost.
@@ -163,6 +177,15 @@ impl Report {
             self.max_concurrent_reconciles_of_one_key,
         )
     }
+}
+
+/// The median of `durations`; zero for none.
+fn median(mut durations: Vec<Duration>) -> Duration {
+    durations.sort();
+    durations
+        .get(durations.len() / 2)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Rounds to three decimals, so printed ratios are stable.
