@@ -13,38 +13,31 @@
 //!
 //! - **Every task takes turns.** A tokio task runs until it awaits something that is not
 //!   ready, and these operations never wait: without a yield, each task would run its whole
-//!   share before the next one started, and the 16-task row would measure two tasks back to
-//!   back. So every task yields after every [`TURN`] operations: all of them take turns on the
-//!   two threads (as Go's goroutines do when they meet a contended lock), and the yield costs
-//!   little per operation.
-//! - **No run can hang.** Each add+get+done task adds a key from its own slice and then gets
-//!   whatever is queued. If a thread is descheduled between `get` and `done` for long enough
-//!   that a task cycles through its slice twice, an add meets its key still dirty and merges
-//!   into it: one item fewer than gets, and a get that would wait for ever. So a task that finds
-//!   nothing queued counts itself idle before it waits, and a finished task stays idle; the
-//!   task that makes every task idle shuts the queue down, which wakes the waiters with `None`.
-//!   A run that lost an add ends a few operations early instead of hanging, and the figure
-//!   divides by the operations actually completed.
+//!   share before the next one started, and the 16-task rows would measure two tasks (one per
+//!   thread) back to back. So every task yields after every `TURN` (16) operations: all of them
+//!   take turns on the two threads, as Go's goroutines do when they meet a contended lock, and
+//!   one yield is shared by 16 operations.
+//! - **No run can hang.** An add+get+done task adds a key from its own slice and then gets
+//!   whatever is queued; if a thread is descheduled between `get` and `done` long enough, an
+//!   add merges into a held key and a get would wait for ever. The task is
+//!   `controlloop::lab::workqueue::cycles::cycles`, whose tests show that run ending instead
+//!   (and the old loop hanging); the figure divides by the operations actually completed.
 use std::{
     hint::black_box,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering::SeqCst},
-    },
     time::{Duration, Instant},
 };
 
 use controlloop::{
-    lab::workqueue::contention::{ADDS, through_channel, through_queue},
+    lab::workqueue::{
+        contention::{ADDS, through_channel, through_queue},
+        cycles::{Idle, TURN, cycles},
+    },
     workqueue::Queue,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::FutureExt;
 
 const KEYS: usize = 1 << 16;
-
-/// Operations a task runs between two yields in the multi-task rows.
-const TURN: usize = 16;
 
 fn keys() -> &'static [&'static str] {
     let v: Vec<&'static str> = (0..KEYS)
@@ -95,57 +88,6 @@ fn one_task(c: &mut Criterion) {
     });
 }
 
-/// Counts the tasks of one run that are waiting or finished; the one that makes it `tasks`
-/// shuts the queue down, so no task waits for an item nobody will add.
-struct Idle {
-    count: AtomicUsize,
-    tasks: usize,
-}
-
-impl Idle {
-    fn enter(&self, q: &Queue<&'static str>) {
-        if self.count.fetch_add(1, SeqCst) + 1 == self.tasks {
-            q.shut_down();
-        }
-    }
-
-    fn leave(&self) {
-        self.count.fetch_sub(1, SeqCst);
-    }
-}
-
-/// One task of an add+get+done row: `per` cycles over its own slice of keys, a yield every
-/// [`TURN`] cycles. Returns the cycles it completed.
-async fn cycles(
-    q: Queue<&'static str>,
-    slice: &'static [&'static str],
-    per: usize,
-    idle: Arc<Idle>,
-) -> usize {
-    let mut completed = 0;
-    for j in 0..per {
-        q.add(slice[j % slice.len()]);
-        let got = match q.get().now_or_never() {
-            Some(got) => got,
-            None => {
-                // Another task took the item this one added: wait, counted as idle.
-                idle.enter(&q);
-                let got = q.get().await;
-                idle.leave();
-                got
-            }
-        };
-        let Some(k) = got else { break }; // shut down: every other task is idle
-        q.done(&k);
-        completed += 1;
-        if completed % TURN == 0 {
-            tokio::task::yield_now().await;
-        }
-    }
-    idle.enter(&q);
-    completed
-}
-
 fn many_tasks(c: &mut Criterion) {
     let keys = keys();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -158,10 +100,7 @@ fn many_tasks(c: &mut Criterion) {
                 let q = Queue::new();
                 let per = (iters as usize).div_ceil(tasks);
                 let span = KEYS / tasks;
-                let idle = Arc::new(Idle {
-                    count: AtomicUsize::new(0),
-                    tasks,
-                });
+                let idle = Idle::new(tasks);
                 let start = Instant::now();
                 let completed: usize = rt.block_on(async {
                     let handles: Vec<_> = (0..tasks)

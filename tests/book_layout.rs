@@ -366,56 +366,35 @@ fn every_mirrored_block_is_the_crates_code_verbatim() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
+/// The one problem `mirror_mismatches` reports for a broken pair of sides; panics unless
+/// there is exactly one and it contains `expected`.
+fn the_one_problem(chapter_side: &[Mirrored], crate_side: &[Mirrored], expected: &str) {
+    let problems = mirror_mismatches(chapter_side, crate_side);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains(expected), "{}", problems[0]);
+}
+
+/// `side` without the region `name`.
+fn without(side: Vec<Mirrored>, name: &str) -> Vec<Mirrored> {
+    side.into_iter().filter(|m| m.name != name).collect()
+}
+
 #[test]
 fn the_mirror_check_fires_on_a_changed_line_and_on_a_missing_region() {
-    let (chapter, krate) = (chapter_mirrors(), crate_mirrors());
-    assert!(
-        krate.iter().any(|c| c.name == "ch01_coalescing"),
-        "the crate marks ch01_coalescing"
-    );
+    let name = "ch01_coalescing";
+    assert!(crate_mirrors().iter().any(|c| c.name == name));
 
     // A chapter whose copy of one line drifted from the crate's.
-    let mut drifted: Vec<Mirrored> = chapter_mirrors();
-    let m = drifted
-        .iter_mut()
-        .find(|m| m.name == "ch01_coalescing")
-        .unwrap();
+    let mut drifted = chapter_mirrors();
+    let m = drifted.iter_mut().find(|m| m.name == name).unwrap();
     let line = m.lines.iter().position(|l| l.contains("100_000")).unwrap();
     m.lines[line] = m.lines[line].replace("100_000", "100_001");
-    let problems = mirror_mismatches(&drifted, &krate);
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(
-        problems[0].starts_with("`ch01_coalescing` differs"),
-        "{}",
-        problems[0]
-    );
-    assert!(
-        problems[0].contains("+for _ in 0..100_001 {"),
-        "{}",
-        problems[0]
-    );
+    the_one_problem(&drifted, &crate_mirrors(), "`ch01_coalescing` differs");
+    the_one_problem(&drifted, &crate_mirrors(), "+for _ in 0..100_001 {");
 
     // A crate that lost the region a chapter shows, and a region no chapter shows.
-    let without: Vec<Mirrored> = crate_mirrors()
-        .into_iter()
-        .filter(|c| c.name != "ch01_coalescing")
-        .collect();
-    let problems = mirror_mismatches(&chapter, &without);
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(
-        problems[0].contains("which the crate marks 0 times"),
-        "{}",
-        problems[0]
-    );
-    let unshown: Vec<Mirrored> = chapter_mirrors()
-        .into_iter()
-        .filter(|m| m.name != "ch01_coalescing")
-        .collect();
-    let problems = mirror_mismatches(&unshown, &krate);
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(
-        problems[0].contains("is shown by 0 chapter blocks"),
-        "{}",
-        problems[0]
-    );
+    let lost = without(crate_mirrors(), name);
+    the_one_problem(&chapter_mirrors(), &lost, "which the crate marks 0 times");
+    let unshown = without(chapter_mirrors(), name);
+    the_one_problem(&unshown, &crate_mirrors(), "is shown by 0 chapter blocks");
 }

@@ -19,6 +19,7 @@
 //! - [`contention`]: chapter 01's same-key harness (16 workers, 64 keys), its detector, the
 //!   deterministic run under virtual time and the real-clock run with its bands.
 //! - [`backoff`]: chapter 02's runs of `forget`, `done` and the default rate limiter.
+//! - [`cycles`]: the task of `benches/workqueue.rs`'s multi-task rows, tested here.
 //!
 //! # Invariants
 //!
@@ -42,6 +43,7 @@
 pub mod backoff;
 pub mod coalescing;
 pub mod contention;
+pub mod cycles;
 
 use std::time::Duration;
 
