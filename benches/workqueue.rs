@@ -14,9 +14,11 @@
 //! - **Every task takes turns.** A tokio task runs until it awaits something that is not
 //!   ready, and these operations never wait: without a yield, each task would run its whole
 //!   share before the next one started, and the 16-task rows would measure two tasks (one per
-//!   thread) back to back. So every task yields after every `TURN` (16) operations: all of them
-//!   take turns on the two threads, as Go's goroutines do when they meet a contended lock, and
-//!   one yield is shared by 16 operations.
+//!   thread) back to back. So every task yields after every `TURN` (256) operations: all of
+//!   them take turns on the two threads, as Go's goroutines do when they meet a contended lock.
+//!   A yield on the two-thread runtime costs far more than an add (it can wake the other
+//!   thread); shared by 256 operations it is a small part of each figure, where a yield every
+//!   16 made the duplicate-add rows mostly a measure of the scheduler.
 //! - **No run can hang.** An add+get+done task adds a key from its own slice and then gets
 //!   whatever is queued; if a thread is descheduled between `get` and `done` long enough, an
 //!   add merges into a held key and a get would wait for ever. The task is

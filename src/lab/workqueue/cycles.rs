@@ -36,7 +36,7 @@ use futures::FutureExt;
 use crate::workqueue::Queue;
 
 /// Cycles a task runs between two yields (keeps I1).
-pub const TURN: usize = 16;
+pub const TURN: usize = 256;
 
 /// How many of a run's tasks are waiting on an empty queue or finished (keeps I2).
 #[derive(Debug)]
