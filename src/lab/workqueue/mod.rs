@@ -11,7 +11,7 @@
 //! hidden line `# // book: NAME`; the crate holds the same lines between `// book: NAME` and
 //! `// book: end NAME`, and `tests/book_layout.rs` fails (with a diff) if the two differ. So
 //! `cargo test` runs the block as a doctest, `cargo run --release` runs the crate's copy
-//! (registered in [`crate::book::chapters`]), both record the same snapshots, and neither can
+//! (registered in [`mod@crate::book::chapters`]), both record the same snapshots, and neither can
 //! drift from what the page shows. The bodies import the crate as `controlloop`, as a reader's
 //! copy would.
 //!
