@@ -203,8 +203,7 @@ mod tests {
             let (a, b) = (run("a", &["a-0", "a-1"]), run("b", &["b-0", "b-1"]));
             within(Duration::from_secs(1), "task a", a).await.unwrap();
             within(Duration::from_secs(1), "task b", b).await.unwrap();
-            let order = order.lock().clone();
-            order
+            order.lock().clone()
         })
     }
 
