@@ -12,6 +12,7 @@ pub mod burst;
 pub mod drills;
 pub mod edge;
 pub mod fifo;
+pub mod intro;
 pub mod method;
 pub mod resync;
 pub mod rig;
