@@ -29,7 +29,7 @@ use controlloop::{
         Result as Res,
         priorityqueue::{AddOpts, Entry, Priority},
     },
-    workqueue::rate_limiter::ItemExponentialFailureRateLimiter,
+    workqueue::ItemExponentialFailureRateLimiter,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;

@@ -122,8 +122,8 @@ use std::hash::Hash;
 
 use super::{Outcome, priorityqueue::Priority};
 use crate::workqueue::{
-    RateLimiter, default_controller_rate_limiter,
-    rate_limiter::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter},
+    DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter, RateLimiter,
+    default_controller_rate_limiter,
 };
 
 /// A controller-runtime release whose behaviour a controller follows.
