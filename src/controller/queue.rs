@@ -35,7 +35,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use super::{
     Request,
     priorityqueue::{AddOpts, ControllerQueue, Opts, Priority, PriorityQueue, Provider},
-    release::QueueKind,
+    release::{QueueKind, Release},
 };
 use crate::workqueue::{self, MetricsProvider, QueueConfig, RateLimiter, RateLimitingQueue};
 
@@ -77,6 +77,17 @@ impl RequestQueue {
                 RequestQueue::Priority(PriorityQueue::with_opts(name, opts)?)
             }
         })
+    }
+
+    /// The queue a controller of `release` builds when nothing is configured: its default
+    /// kind and limiter, no metrics. Needs a tokio runtime.
+    pub fn for_release(release: Release) -> Result<Self, workqueue::Error> {
+        Self::new(
+            release.queue_kind(),
+            "",
+            release.default_rate_limiter(),
+            None,
+        )
     }
 
     /// Which queue this is.

@@ -217,6 +217,15 @@ impl Release {
         }
     }
 
+    /// The limiter a controller of this release gets when it sets none: its default queue's
+    /// ([`QueueKind::default_rate_limiter`], item 2).
+    pub fn default_rate_limiter<T>(self) -> Box<dyn RateLimiter<T>>
+    where
+        T: Eq + Hash + Clone + Send + Sync + 'static,
+    {
+        self.queue_kind().default_rate_limiter()
+    }
+
     /// Whether workers keep taking queued keys after shutdown with this release's default
     /// queue (item 3).
     pub fn drains_queue_on_shutdown(self) -> bool {
