@@ -66,6 +66,7 @@ chapters! {
     ],
     ch01_two_small_sets = "01-two-small-sets.md" [
         ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
+        ch01_controller_queue => lab::workqueue::coalescing::ch01_controller_queue,
         ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
         ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
         ch01_essay => lab::workqueue::contention::ch01_essay,

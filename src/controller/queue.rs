@@ -37,7 +37,7 @@ use super::{
     priorityqueue::{AddOpts, ControllerQueue, Opts, Priority, PriorityQueue, Provider},
     release::{QueueKind, Release},
 };
-use crate::workqueue::{self, MetricsProvider, QueueConfig, RateLimiter, RateLimitingQueue};
+use crate::workqueue::{self, Claim, MetricsProvider, QueueConfig, RateLimiter, RateLimitingQueue};
 
 /// A controller's queue of [`Request`]s: either kind, with one interface.
 #[derive(Debug, Clone)]
@@ -132,6 +132,13 @@ impl RequestQueue {
             RequestQueue::RateLimiting(q) => ControllerQueue::get_with_priority(q).await,
             RequestQueue::Priority(q) => q.get_with_priority().await,
         }
+    }
+
+    /// [`get_with_priority`](Self::get_with_priority) without the priority, as a [`Claim`]
+    /// that calls `done` when dropped.
+    pub async fn claim(&self) -> Option<Claim<Request, RequestQueue>> {
+        let (key, _) = self.get_with_priority().await?;
+        Some(Claim::new(self.clone(), key))
     }
 
     /// Returns a key from a worker.
