@@ -73,7 +73,14 @@ chapters! {
         ch02_done_without_forget => || { lab::workqueue::ch02_done_without_forget(); },
     ],
     ch03_realfifo = "03-realfifo.md" [
-        fifo => lab::fifo::run,
+        ch03_interleave => lab::fifo::ch03_interleave,
+        ch03_double_delete => lab::fifo::ch03_double_delete,
+        ch03_check_fires => lab::fifo::ch03_check_fires,
+        ch03_ghost => lab::fifo::ch03_ghost,
+        ch03_gate_table => lab::fifo::ch03_gate_table,
+        ch03_env_override => lab::fifo::ch03_env_override,
+        ch03_queue_depth => lab::fifo::ch03_queue_depth,
+        ch03_early_pop => lab::fifo::ch03_early_pop,
     ],
     ch04_resync = "04-resync.md" [
         resync => lab::resync::experiment,
