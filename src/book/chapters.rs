@@ -83,7 +83,15 @@ chapters! {
         ch03_early_pop => lab::fifo::ch03_early_pop,
     ],
     ch04_resync = "04-resync.md" [
-        resync => lab::resync::experiment,
+        ch04_faithful => lab::resync::ch04_faithful,
+        ch04_generation_changed => lab::resync::ch04_generation_changed,
+        ch04_no_predicate => lab::resync::ch04_no_predicate,
+        ch04_owned => lab::resync::ch04_owned,
+        ch04_lost_writes => lab::resync::ch04_lost_writes,
+        ch04_relists => lab::resync::ch04_relists,
+        ch04_remedy => lab::resync::ch04_remedy,
+        ch04_sync_rule => lab::resync::ch04_sync_rule,
+        ch04_detectors => lab::resync::ch04_detectors,
     ],
     ch05_method = "05-method.md" [
         method => lab::method::experiment,
