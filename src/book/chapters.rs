@@ -94,7 +94,9 @@ chapters! {
         ch04_detectors => lab::resync::ch04_detectors,
     ],
     ch05_method = "05-method.md" [
-        method => lab::method::experiment,
+        ch05_checks => lab::method::ch05_checks,
+        ch05_with_resync => lab::method::ch05_with_resync,
+        ch05_overflow => lab::method::ch05_overflow,
     ],
     ch06_deduplication = "06-deduplication.md" [
         ch06_virtual => lab::burst::ch06::run_virtual,
