@@ -371,6 +371,11 @@ impl Report {
         let requests = cluster.requests(); // before the report's own reads below
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         let listed = api.list(&Default::default()).await.expect("list");
+        let requests_at_resync_ticks = around_ticks.await.expect("the tick counter");
+        let w = listed
+            .items
+            .iter()
+            .find(|w| w.metadata.name.as_deref() == Some("w"));
         let mut cached: Vec<String> = informer
             .indexer()
             .list()
@@ -384,19 +389,19 @@ impl Report {
         Report {
             fifo: informer.fifo_choice().describe(),
             updates: updates.lock().clone(),
-            requests_at_resync_ticks: around_ticks.await.expect("the tick counter"),
+            requests_at_resync_ticks,
             relists: lists.count() - 1,
             rewatches: watches.filter(|r| !is_list(r)).count(),
             reconciles: reconciles.lock().clone(),
             on_the_server: listed.items.iter().map(describe).collect(),
             in_the_cache: cached,
-            server_color: color(&api.get("w").await.expect("get w")),
+            server_color: color(w.expect("w on the server")),
             cached_color: color(&informer.indexer().get_by_key("default/w").expect("w")),
         }
     }
 }
 
-/// Runs [`timeline`] on a fresh paused-clock runtime.
+/// Runs [`timeline`](super::timeline) on a fresh paused-clock runtime.
 pub fn run(setup: Setup) -> Report {
     rig::paused(super::timeline(setup))
 }
