@@ -61,3 +61,23 @@ pub fn all() -> Vec<Pinned> {
     );
     v
 }
+
+/// Chapter 10's table of every band: its name, the chapter that checks it, what it accepts
+/// and its basis. The chapter shows this body.
+pub fn table() -> String {
+    // book: ch10_bands
+    let mut table = String::new();
+    for b in all() {
+        table.push_str(&format!(
+            "{} ({})\n  accepts {}\n  basis: {}\n",
+            b.name, b.chapter, b.accepts, b.basis
+        ));
+    }
+    table
+    // book: end ch10_bands
+}
+
+/// Records chapter 10's band table (the `cargo run --release` experiment).
+pub fn experiment() {
+    crate::book::snap::text("ch10_bands", table());
+}

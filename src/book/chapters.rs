@@ -108,8 +108,12 @@ chapters! {
     ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" [
         status_hatch => lab::status_hatch::experiment,
     ],
-    ch09_spoken_drills = "09-spoken-drills.md" [],
-    ch10_what_varies = "10-what-varies.md" [],
+    ch09_spoken_drills = "09-spoken-drills.md" [
+        ch09_drills => lab::drills::experiment,
+    ],
+    ch10_what_varies = "10-what-varies.md" [
+        ch10_bands => crate::book::bands::experiment,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -9,6 +9,7 @@
 //! about what was measured.
 
 pub mod burst;
+pub mod drills;
 pub mod edge;
 pub mod fifo;
 pub mod method;

@@ -53,7 +53,7 @@ pub mod queue;
 pub mod queue_core;
 pub mod rate_limiter;
 pub mod rate_limiting;
-mod sync;
+pub(crate) mod sync; // also the priority queue's lock (controller::priorityqueue)
 
 pub use claim::{Claim, Release};
 pub use delaying::DelayingQueue;
