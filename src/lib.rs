@@ -25,10 +25,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// Lets the experiments in `lab` name the crate as a chapter block does (`controlloop::…`), so a
-// block and the function `cargo run --release` runs are one text (`tests/book_experiments.rs`).
-extern crate self as controlloop;
-
 pub mod apiserver;
 pub mod book;
 pub mod cache;

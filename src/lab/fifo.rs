@@ -2,10 +2,11 @@
 //! the InOrderInformers gate's history, the environment override, and what a queue depth
 //! measured in keys became in 1.33.
 //!
-//! Every `pub fn ch03_…` here is a block of `chapters/03-realfifo.md`, verbatim, and so is every
-//! function such a block defines (`tests/book_experiments.rs` holds them equal): the page shows
-//! the code `cargo run --release` runs. The rest of this module is the rig those blocks stand
-//! on: the objects they queue and the labels they print.
+//! The body of every `pub fn ch03_…` here is a block of `chapters/03-realfifo.md`, and so is
+//! every function such a block defines: each is a region marked `// book: NAME`, which
+//! `tests/book_layout.rs` holds equal to the chapter's copy, so the page shows the code
+//! `cargo run --release` runs. The rest of this module is the rig those blocks stand on: the
+//! objects they queue and the labels they print.
 //!
 //! Every FIFO is built the way an informer builds it: [`select_fifo`] on the gates of an
 //! emulated Kubernetes version, then [`FifoChoice::build`] with the informer's (empty) cache.
@@ -152,17 +153,9 @@ pub struct DepthReport {
     pub pops_over_trace_depth: usize,
 }
 
-// The chapter's blocks, in page order. Each is the page's text (tests/book_experiments.rs).
+// The chapter's blocks, in page order: each `// book:` region is a chapter block's text.
 
-/// The informer's loop, as the chapter's first block shows it: Pop until nothing is queued.
-pub fn drain(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
-    let mut pops = Vec::new();
-    while let Some(deltas) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
-        pops.push(deltas.unwrap().iter().map(delta_label).collect());
-    }
-    pops
-}
-
+// book: ch03_fn_interleave_through
 /// The six interleaved events through the FIFO an informer builds at `1.minor`.
 pub fn interleave_through(minor: u32) -> Pops {
     // The gates of Kubernetes 1.minor choose the FIFO, as the informer's constructor does.
@@ -181,8 +174,19 @@ pub fn interleave_through(minor: u32) -> Pops {
     }
 }
 
+/// The informer's loop: Pop until nothing is queued, keeping what each Pop handed over.
+pub fn drain(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
+    let mut pops = Vec::new();
+    while let Some(deltas) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
+        pops.push(deltas.unwrap().iter().map(delta_label).collect());
+    }
+    pops
+}
+// book: end ch03_fn_interleave_through
+
 /// Chapter 03, "The same six events through both FIFOs".
 pub fn ch03_interleave() {
+    // book: ch03_interleave
     let (delta, real) = (interleave_through(32), interleave_through(33));
     // Nothing is lost: both hand out all six deltas...
     assert_eq!((delta.total_deltas(), real.total_deltas()), (6, 6));
@@ -190,10 +194,12 @@ pub fn ch03_interleave() {
     assert_eq!((delta.pops.len(), real.pops.len()), (2, 6));
     assert_ne!(delta.handler_order(), real.handler_order());
     snap::text("ch03_interleave_pops", format!("{delta}\n{real}"));
+    // book: end ch03_interleave
 }
 
 /// Chapter 03: DeltaFIFO merges a second deletion directly after a first.
 pub fn ch03_double_delete() {
+    // book: ch03_double_delete
     let fifo = DeltaFifo::new(DeltaFifoOptions::default());
     fifo.add(cm_at("alpha", 1)).unwrap();
     fifo.delete(cm_at("alpha", 2)).unwrap();
@@ -201,9 +207,11 @@ pub fn ch03_double_delete() {
     let deltas = fifo.try_pop(|_, _| Ok::<(), ()>(())).unwrap().unwrap();
     let types: Vec<DeltaType> = deltas.iter().map(|d| d.delta_type).collect();
     assert_eq!(types, [DeltaType::Added, DeltaType::Deleted]);
+    // book: end ch03_double_delete
 }
 
-/// The first block's claims, as a check that returns what it found.
+// book: ch03_fn_order_claims
+/// The first block's claims, as a check that says what it found.
 pub fn order_claims(a: &Pops, b: &Pops) -> Result<(), String> {
     if a.total_deltas() != b.total_deltas() {
         return Err("the FIFOs handed out different numbers of deltas".into());
@@ -216,9 +224,11 @@ pub fn order_claims(a: &Pops, b: &Pops) -> Result<(), String> {
     }
     Ok(())
 }
+// book: end ch03_fn_order_claims
 
 /// Chapter 03: the interleaving check, on the real pair and on a broken one.
 pub fn ch03_check_fires() {
+    // book: ch03_check_fires
     let (delta, real) = (interleave_through(32), interleave_through(33));
     assert_eq!(order_claims(&delta, &real), Ok(()));
     // A broken pair: DeltaFIFO against itself.
@@ -227,8 +237,10 @@ pub fn ch03_check_fires() {
         order_claims(&delta, &same),
         Err("both FIFOs popped 2 times".into())
     );
+    // book: end ch03_check_fires
 }
 
+// book: ch03_fn_ghost_through
 /// A Delete for an object nobody ever saw, through the FIFO an informer builds at `1.minor`.
 pub fn ghost_through(minor: u32) -> Pops {
     let choice = select_fifo(&FeatureGates::at_minor(minor).unwrap());
@@ -240,9 +252,11 @@ pub fn ghost_through(minor: u32) -> Pops {
         pops: drain(&fifo),
     }
 }
+// book: end ch03_fn_ghost_through
 
 /// Chapter 03, "The ghost Delete".
 pub fn ch03_ghost() {
+    // book: ch03_ghost
     // The check: the Delete must reach the informer, as [Deleted ghost].
     let delivered = |run: Pops| match run.pops == [["Deleted ghost"]] {
         true => Ok(()),
@@ -261,10 +275,12 @@ pub fn ch03_ghost() {
         table += &format!("1.{minor}  {:<48} {:?}\n", run.fifo, run.pops);
     }
     snap::text("ch03_ghost_by_version", table);
+    // book: end ch03_ghost
 }
 
 /// Chapter 03, "The version: 1.33, not 1.36": the gate's history from the registry.
 pub fn ch03_gate_table() {
+    // book: ch03_gate_table
     let mut table = String::from("version maturity  default  locked  informer FIFO\n");
     for minor in 32..=37 {
         let gates = FeatureGates::at_minor(minor).unwrap();
@@ -278,10 +294,12 @@ pub fn ch03_gate_table() {
         );
     }
     snap::text("ch03_gate_table", table);
+    // book: end ch03_gate_table
 }
 
 /// Chapter 03: `KUBE_FEATURE_InOrderInformers=false` at 1.35 and at 1.36.
 pub fn ch03_env_override() {
+    // book: ch03_env_override
     let mut runs = Vec::new();
     for minor in [35, 36] {
         let mut gates = FeatureGates::at_minor(minor).unwrap();
@@ -301,8 +319,10 @@ pub fn ch03_env_override() {
     assert!(v36.in_order_informers); // the override lost
     assert!(v36.log[0].contains("Could not set feature gate, feature is locked"));
     snap::yaml("ch03_env_override", &runs, vec![]);
+    // book: end ch03_env_override
 }
 
+// book: ch03_fn_queue_depth
 /// `updates` rounds of one update to each of `objects` ConfigMaps, through the FIFO of
 /// `1.minor`; then Popped until empty.
 pub fn queue_depth(minor: u32, objects: usize, updates: u32) -> DepthReport {
@@ -331,18 +351,22 @@ pub fn queue_depth(minor: u32, objects: usize, updates: u32) -> DepthReport {
         pops_over_trace_depth: over,
     }
 }
+// book: end ch03_fn_queue_depth
 
 /// Chapter 03, "What broke quietly at 1.33".
 pub fn ch03_queue_depth() {
+    // book: ch03_queue_depth
     let (old, new) = (queue_depth(32, 3, 10), queue_depth(33, 3, 10));
     assert_eq!((old.deltas, new.deltas), (30, 30)); // the same work arrived
     assert_eq!((old.depth, new.depth), (3, 30)); // a "backlog" ten times larger
     assert_eq!((old.pops, new.pops), (3, 30)); // and ten times as many handler calls
     snap::yaml("ch03_queue_depth", &[old, new], vec![]);
+    // book: end ch03_queue_depth
 }
 
 /// Chapter 03, "Where our numbers differ from the essay's": one Pop after the first two events.
 pub fn ch03_early_pop() {
+    // book: ch03_early_pop
     let choice = select_fifo(&FeatureGates::at_minor(32).unwrap());
     let fifo = choice.build("*v1.ConfigMap", &Store::new());
     fifo.add(cm_at("alpha", 1)).unwrap();
@@ -361,4 +385,5 @@ pub fn ch03_early_pop() {
     };
     assert_eq!((run.pops.len(), run.total_deltas()), (3, 6));
     snap::text("ch03_early_pop", run);
+    // book: end ch03_early_pop
 }

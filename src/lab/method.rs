@@ -13,9 +13,10 @@
 //!
 //! Everything runs in-process under tokio's paused clock: the counts are exact.
 //!
-//! Every `pub fn ch05_…` here is a block of `chapters/05-method.md`, verbatim, and so is every
-//! function such a block defines (`tests/book_experiments.rs` holds them equal). The rest is
-//! the rig those blocks stand on.
+//! The body of every `pub fn ch05_…` here is a block of `chapters/05-method.md`, and so is
+//! every function such a block defines: each is a region marked `// book: NAME`, which
+//! `tests/book_layout.rs` holds equal to the chapter's copy. The rest is the rig those blocks
+//! stand on.
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -141,10 +142,11 @@ pub fn catch_quietly<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     })
 }
 
-// The chapter's blocks, in page order. Each is the page's text (tests/book_experiments.rs).
+// The chapter's blocks, in page order: each `// book:` region is a chapter block's text.
 
+// book: ch05_fn_check
 /// Both checks in an `on_update` handler of an informer over `lw` with the resync period
-/// `resync`, across [`UPDATES`] writes made after hour 10.5 (past a 10-hour resync check).
+/// `resync`, across `UPDATES` writes made after hour 10.5 (past a 10-hour resync check).
 pub async fn check<L, W, F>(
     source: Source,
     lw: L,
@@ -199,7 +201,7 @@ where
     row.lock().clone()
 }
 
-/// One run of [`check`]: `source` holds ConfigMap `c` at `n = 0`, and each write sets `n = i`.
+/// One run of `check`: `source` holds ConfigMap `c` at `n = 0`, and each write sets `n = i`.
 pub async fn run(source: Source, variant: Variant, resync: Duration) -> Row {
     match source {
         Source::Fake => {
@@ -233,9 +235,11 @@ pub async fn run(source: Source, variant: Variant, resync: Duration) -> Row {
         }
     }
 }
+// book: end ch05_fn_check
 
 /// Chapter 05, "Both sources, both informers".
 pub fn ch05_checks() {
+    // book: ch05_checks
     let mut rows = vec![];
     for source in [Source::Fake, Source::Server] {
         for informer in [Variant::Faithful, Variant::HandlersBeforeCache] {
@@ -263,10 +267,12 @@ pub fn ch05_checks() {
     assert_eq!(fake_ok.rv_changed_predicate_passes, 0);
     assert_eq!(server_ok.rv_changed_predicate_passes, UPDATES);
     snap::yaml("ch05_checks", &rows, vec![]);
+    // book: end ch05_checks
 }
 
 /// Chapter 05: the same faithful check with the informer's resync turned on.
 pub fn ch05_with_resync() {
+    // book: ch05_with_resync
     let fake = rig::paused(run(Source::Fake, Variant::Faithful, 10 * HOUR));
     let server = rig::paused(run(Source::Server, Variant::Faithful, 10 * HOUR));
     // The fake's updates keep their (empty) resourceVersion, so each is classed as a resync
@@ -279,10 +285,12 @@ pub fn ch05_with_resync() {
         fake.updates, server.updates
     );
     snap::text("ch05_with_resync", table);
+    // book: end ch05_with_resync
 }
 
 /// Chapter 05, "When the fake's watcher falls behind": a watcher nobody reads, 101 writes.
 pub fn ch05_overflow() {
+    // book: ch05_overflow
     let fake = FakeClientset::new();
     let _unread = fake.watch::<ConfigMap>(Some("default"), "").unwrap();
     let mut out = String::new();
@@ -303,4 +311,5 @@ pub fn ch05_overflow() {
     assert!(out.contains("write 101: the writer panicked: \"channel full\""));
     assert_eq!(stored, 101);
     snap::text("ch05_overflow", out);
+    // book: end ch05_overflow
 }

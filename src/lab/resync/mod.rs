@@ -21,9 +21,10 @@
 //! every event; the embedded one can withhold some ([`Cluster::drop_next_events`]), which is
 //! the only way to make the loss happen on cue.
 //!
-//! Every `pub fn ch04_…` here is a block of `chapters/04-resync.md`, verbatim, and so is every
-//! function such a block defines (`tests/book_experiments.rs` holds them equal). The rest is
-//! the rig those blocks stand on: the objects, the counting handler, the report.
+//! The body of every `pub fn ch04_…` here is a block of `chapters/04-resync.md`, and so is
+//! every function such a block defines: each is a region marked `// book: NAME`, which
+//! `tests/book_layout.rs` holds equal to the chapter's copy. The rest (`parts`) is the rig
+//! those blocks stand on: the objects, the counting handler, the report.
 
 use std::{sync::Arc, time::Duration};
 
@@ -46,9 +47,10 @@ mod parts;
 
 pub use parts::*;
 
-// The chapter's blocks, in page order. Each is the page's text (tests/book_experiments.rs).
+// The chapter's blocks, in page order: each `// book:` region is a chapter block's text.
 
-/// The chapter's run: the timeline above, with what `setup` varies.
+// book: ch04_fn_timeline
+/// The whole run: the timeline above, with what `setup` varies.
 pub async fn timeline(setup: Setup) -> Report {
     let t0 = Instant::now();
     let at = move |h: f64| t0 + HOUR.mul_f64(h); // the instant of virtual hour h
@@ -116,9 +118,11 @@ pub async fn timeline(setup: Setup) -> Report {
     running.stop().await;
     Report::collect(&cluster, &informer, &updates, &reconciles, around_ticks).await
 }
+// book: end ch04_fn_timeline
 
 /// Chapter 04, "The experiment": the typical controller, and what its 35 hours did.
 pub fn ch04_faithful() {
+    // book: ch04_faithful
     let report = rig::paused(timeline(Setup::faithful()));
     let u = &report.updates;
     // One genuine change and three resyncs, which hand over the cache's own object, twice.
@@ -130,10 +134,12 @@ pub fn ch04_faithful() {
     // The reconciler ran for the initial list and for the genuine change, never on a resync.
     assert_eq!(report.reconciled(), ["0 w red", "0.5 w green"]);
     snap::yaml("ch04_resync_counts", &report.counts_view(), vec![]);
+    // book: end ch04_faithful
 }
 
 /// Chapter 04: what `GenerationChanged` says of a resync and of a genuine change.
 pub fn ch04_generation_changed() {
+    // book: ch04_generation_changed
     let mut w = widget("w", "green");
     w.metadata.generation = Some(7);
     let cached = Arc::new(w.clone());
@@ -156,10 +162,12 @@ pub fn ch04_generation_changed() {
         GenerationChanged.matches(&change),
     );
     snap::text("ch04_generation_changed", verdicts);
+    // book: end ch04_generation_changed
 }
 
 /// Chapter 04: the control run, with no predicate on the watch.
 pub fn ch04_no_predicate() {
+    // book: ch04_no_predicate
     let setup = Setup {
         predicate: false,
         ..Setup::faithful()
@@ -175,11 +183,12 @@ pub fn ch04_no_predicate() {
     ];
     assert_eq!(report.reconciled(), expected);
     snap::text("ch04_no_predicate", report.reconciled().join("\n"));
+    // book: end ch04_no_predicate
 }
 
-/// Chapter 04's owned-object watch: a Widget controller that also watches the ConfigMaps it
-/// owns, as `Owns(&ConfigMap{})` does, with no predicate on that watch. Returns the hours at
-/// which w was reconciled.
+// book: ch04_fn_owned_timeline
+/// A Widget controller that also watches the ConfigMaps it owns, as `Owns(&ConfigMap{})`
+/// does, with no predicate on that watch. Returns the hours at which w was reconciled.
 pub async fn owned_timeline() -> Vec<f64> {
     let t0 = Instant::now();
     let cluster = Cluster::new(ServerOptions::default());
@@ -227,18 +236,22 @@ pub async fn owned_timeline() -> Vec<f64> {
     running.stop().await;
     reconciles.lock().clone()
 }
+// book: end ch04_fn_owned_timeline
 
 /// Chapter 04: the owned-object watch turns each resync into a reconcile of the owner.
 pub fn ch04_owned() {
+    // book: ch04_owned
     let hours = rig::paused(owned_timeline());
     // Hour 0 holds the initial lists' reconciles (one or two, as the two informers race).
     let later: Vec<f64> = hours.into_iter().filter(|h| *h > 0.0).collect();
     assert_eq!(later, [10.0, 20.0, 30.0]);
     snap::text("ch04_owned", format!("after hour 0: {later:?}"));
+    // book: end ch04_owned
 }
 
 /// Chapter 04, "What a resync cannot see": the server and the cache after the lost writes.
 pub fn ch04_lost_writes() {
+    // book: ch04_lost_writes
     let report = rig::paused(timeline(Setup::faithful()));
     assert_eq!(
         report.on_the_server,
@@ -248,10 +261,12 @@ pub fn ch04_lost_writes() {
     // w2 exists, and nothing in the process ever heard of it.
     assert!(report.reconciles.iter().all(|r| r.name == "w"));
     snap::yaml("ch04_drift", &report.drift_view(), vec![]);
+    // book: end ch04_lost_writes
 }
 
 /// Chapter 04, "What relists": the three ways the watch can end at hour 32.5.
 pub fn ch04_relists() {
+    // book: ch04_relists
     let mut table = String::new();
     for fault in [
         WatchFault::Closed,
@@ -271,11 +286,13 @@ pub fn ch04_relists() {
         table += &format!("{fault:?}: relists {}; {reconciled}\n", report.relists);
     }
     snap::text("ch04_relists", table);
+    // book: end ch04_relists
 }
 
 /// Chapter 04, "The remedy": `RequeueAfter` with the cached reader, with a live read, and a
 /// live read alone.
 pub fn ch04_remedy() {
+    // book: ch04_remedy
     // The remedy as the essay states it: return RequeueAfter, and read as before, from the cache.
     let hourly = Setup {
         requeue_after: Some(HOUR),
@@ -313,11 +330,12 @@ pub fn ch04_remedy() {
         .map(|(how, r)| format!("{how:<24} {}\n", r.reconciled().join(", ")))
         .collect();
     snap::text("ch04_remedy", table);
+    // book: end ch04_remedy
 }
 
-/// Chapter 04's sync-rule run: two handlers on one informer, one due for resync every 10
-/// hours and one that asked for no resync; a change at 0.5 h and a relist at 15 h. Returns the
-/// updates each handler received.
+// book: ch04_fn_sync_rule_timeline
+/// Two handlers on one informer, one due for resync every 10 hours and one that asked for
+/// none; a change at 0.5 h and a relist at 15 h. Returns the updates each handler received.
 pub async fn sync_rule_timeline() -> [Vec<String>; 2] {
     let t0 = Instant::now();
     let at = move |h: f64| t0 + HOUR.mul_f64(h);
@@ -345,9 +363,11 @@ pub async fn sync_rule_timeline() -> [Vec<String>; 2] {
     running.stop().await;
     logs.map(|log| log.lock().clone())
 }
+// book: end ch04_fn_sync_rule_timeline
 
 /// Chapter 04, "Which updates are a resync".
 pub fn ch04_sync_rule() {
+    // book: ch04_sync_rule
     let [due, never] = rig::paused(sync_rule_timeline());
     let relist = "15.0003 same resourceVersion, another copy";
     assert_eq!(
@@ -367,9 +387,11 @@ pub fn ch04_sync_rule() {
         never.join("\n  ")
     );
     snap::text("ch04_sync_rule", shown);
+    // book: end ch04_sync_rule
 }
 
-/// Chapter 04's detectors: the resync claims, as a check that says what it found.
+// book: ch04_fn_resync_violations
+/// The resync claims, as a check that says what it found.
 pub fn resync_violations(r: &Report) -> Vec<String> {
     let mut found = vec![];
     let resyncs = r.updates.old_equals_new;
@@ -391,9 +413,11 @@ pub fn resync_violations(r: &Report) -> Vec<String> {
     }
     found
 }
+// book: end ch04_fn_resync_violations
 
 /// Chapter 04, "Each check can fail": the checks on the faithful informer and two broken ones.
 pub fn ch04_detectors() {
+    // book: ch04_detectors
     let mut out = String::new();
     for variant in [
         Variant::Faithful,
@@ -413,4 +437,5 @@ pub fn ch04_detectors() {
         out += &format!("{variant:?}: {verdict}\n");
     }
     snap::text("ch04_detectors", out);
+    // book: end ch04_detectors
 }
