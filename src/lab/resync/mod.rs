@@ -268,22 +268,26 @@ pub fn ch04_lost_writes() {
 pub fn ch04_relists() {
     // book: ch04_relists
     let mut table = String::new();
-    for fault in [
-        WatchFault::Closed,
-        WatchFault::ClosedThen429,
-        WatchFault::Expired,
-    ] {
+    // Each way the watch can end, with the watch requests the server will refuse.
+    let faults = [
+        (WatchFault::Closed, 0),
+        (WatchFault::ClosedThen429, 2),
+        (WatchFault::Expired, 0),
+    ];
+    for (fault, refused) in faults {
         let setup = Setup {
             watch_fault: Some(fault),
             ..Setup::faithful()
         };
         let report = rig::paused(timeline(setup));
+        assert_eq!(report.refused_watches, refused);
         let relisted = report.relists > 0;
         // Only the relist brings the lost writes into the cache, and so to the reconciler.
         assert_eq!(relisted, fault == WatchFault::Expired);
         assert_eq!(report.cached_color == "blue", relisted);
-        let reconciled = report.reconciled().join(", ");
-        table += &format!("{fault:?}: relists {}; {reconciled}\n", report.relists);
+        let relists = report.relists;
+        let row = format!("{fault:?}: relists {relists}, refused watches {refused}");
+        table += &format!("{row}; {}\n", report.reconciled().join(", "));
     }
     snap::text("ch04_relists", table);
     // book: end ch04_relists

@@ -153,6 +153,8 @@ pub struct Report {
     pub relists: usize,
     /// Watches opened that were not lists: each resumes from the last resourceVersion.
     pub rewatches: usize,
+    /// Watch requests the server refused (a status other than 200, such as 429).
+    pub refused_watches: usize,
     /// Every reconcile, in order.
     pub reconciles: Vec<Reconcile>,
     /// Every Widget on the server at the end, as `name color generation`.
@@ -391,7 +393,8 @@ impl Report {
             updates: updates.lock().clone(),
             requests_at_resync_ticks,
             relists: lists.count() - 1,
-            rewatches: watches.filter(|r| !is_list(r)).count(),
+            rewatches: watches.clone().filter(|r| !is_list(r)).count(),
+            refused_watches: watches.filter(|r| r.status != 200).count(),
             reconciles: reconciles.lock().clone(),
             on_the_server: listed.items.iter().map(describe).collect(),
             in_the_cache: cached,
