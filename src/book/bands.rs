@@ -35,25 +35,10 @@ fn pinned<T: Display>(name: &'static str, chapter: &'static str, band: Band<T>) 
 
 /// Every band, in chapter order.
 pub fn all() -> Vec<Pinned> {
-    use workqueue::bands as wq;
-    let mut v = vec![
-        pinned(
-            "QUEUE_RECONCILES",
-            "01-two-small-sets.md",
-            wq::QUEUE_RECONCILES,
-        ),
-        pinned("QUEUE_WALL_MS", "01-two-small-sets.md", wq::QUEUE_WALL_MS),
-        pinned(
-            "CHANNEL_VIOLATIONS",
-            "01-two-small-sets.md",
-            wq::CHANNEL_VIOLATIONS,
-        ),
-        pinned(
-            "CHANNEL_WALL_MS",
-            "01-two-small-sets.md",
-            wq::CHANNEL_WALL_MS,
-        ),
-    ];
+    let mut v: Vec<Pinned> = workqueue::contention::bands::ALL
+        .iter()
+        .map(|(name, band)| pinned(name, "01-two-small-sets.md", *band))
+        .collect();
     v.extend(
         burst::bands::ALL
             .iter()

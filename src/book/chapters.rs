@@ -61,16 +61,20 @@ macro_rules! chapters {
 }
 
 chapters! {
-    ch00_introduction = "00-introduction.md" [],
+    ch00_introduction = "00-introduction.md" [
+        ch00_virtual_time => lab::intro::ch00_virtual_time,
+    ],
     ch01_two_small_sets = "01-two-small-sets.md" [
-        ch01_coalescing => || { lab::workqueue::ch01_coalescing(); },
-        ch01_contention => || { lab::workqueue::ch01_contention(); },
+        ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
+        ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
+        ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
+        ch01_essay => lab::workqueue::contention::ch01_essay,
     ],
     ch02_forget_is_not_done = "02-forget-is-not-done.md" [
-        ch02_forget_without_done => || { lab::workqueue::ch02_forget_without_done(); },
-        ch02_default_limiter_table => || { lab::workqueue::ch02_default_limiter_table(); },
-        ch02_bucket_120_items => || { lab::workqueue::ch02_bucket_120_items(); },
-        ch02_done_without_forget => || { lab::workqueue::ch02_done_without_forget(); },
+        ch02_forget_without_done => lab::workqueue::backoff::ch02_forget_without_done,
+        ch02_default_limiter => lab::workqueue::backoff::ch02_default_limiter,
+        ch02_bucket => lab::workqueue::backoff::ch02_bucket,
+        ch02_done_without_forget => lab::workqueue::backoff::ch02_done_without_forget,
     ],
     ch03_realfifo = "03-realfifo.md" [
         ch03_interleave => lab::fifo::ch03_interleave,
