@@ -10,8 +10,21 @@
 //! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
 //! ```
 //!
-//! Every handler validates fully before it takes the storage lock, and storage checks again
-//! before it commits, so a rejected request changes nothing (storage I3).
+//! # Invariants
+//! 1. Every handler parses and validates fully before it takes the storage lock, and storage
+//!    checks again before it commits, so a rejected request changes nothing (storage I3).
+//! 2. The storage lock is held only for storage calls: decoding, patching, selector matching
+//!    and serialisation run outside it. A patch is a read-modify-write: it reads the object,
+//!    patches a copy without the lock, and commits only if the object is still at the
+//!    resourceVersion it read, retrying a bounded number of times otherwise (as kube-apiserver's
+//!    `GuaranteedUpdate` does).
+//! 3. Every number taken from a request is parsed into a range that no later arithmetic can
+//!    overflow: counts saturate, durations use checked instants.
+//!
+//! # Differences from upstream
+//! - The path is percent-decoded as Go's `net/http` does before kube-apiserver splits it, but a
+//!   malformed escape is answered with a 400 `Status` rather than Go's plain-text 400.
+//! - A repeated query parameter takes its first value, as upstream's parameter codec does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,26 +37,36 @@ use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use super::controls::{Failure, RequestRecord};
 use super::errors::ApiError;
 use super::kinds::{KINDS, Kind};
+use super::patch::{Patch, PatchType};
 use super::selector::Selector;
 use super::storage::{Key, Preconditions, Stored, UpdateMode};
+use super::validation;
 use super::watch::{self, WatchRequest};
 use super::{Cluster, discovery, protobuf};
 
 /// Default watch timeout when the client sends none (upstream picks 30–60 min at random).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// How many times a patch is re-applied when the object changed under it (keeps I2).
+const MAX_PATCH_ATTEMPTS: usize = 5;
+
 /// The router's single entry point: faults, dispatch, request log.
 pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let discovery = discovery::is_discovery_path(&segments);
+    let decoded = decode_path(&path);
+    let segments: Vec<&str> = match &decoded {
+        Ok(p) => p.split('/').filter(|s| !s.is_empty()).collect(),
+        Err(_) => Vec::new(),
+    };
+    let discovery = decoded.is_ok() && discovery::is_discovery_path(&segments);
     let shared = &cluster.shared;
     let decision = if discovery {
         Default::default()
@@ -53,10 +76,11 @@ pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Respo
     if let Some(d) = decision.delay {
         tokio::time::sleep(d).await;
     }
-    let resp = match decision.fail {
-        Some((Failure::TooManyRequests, s)) => ApiError::too_many_requests(s).into_response(),
-        Some((Failure::InternalError, s)) => ApiError::internal(s).into_response(),
-        None => match dispatch(&cluster, &segments, req).await {
+    let resp = match (decision.fail, &decoded) {
+        (Some((Failure::TooManyRequests, s)), _) => ApiError::too_many_requests(s).into_response(),
+        (Some((Failure::InternalError, s)), _) => ApiError::internal(s).into_response(),
+        (None, Err(e)) => e.clone().into_response(),
+        (None, Ok(_)) => match dispatch(&cluster, &segments, req).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         },
@@ -71,6 +95,27 @@ pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Respo
     });
     shared.logged.notify_waiters();
     resp
+}
+
+/// The path with `%XX` escapes decoded, as Go's `net/http` gives it to kube-apiserver (so
+/// `%2F` separates segments). A `%` not followed by two hex digits, or bytes that are not
+/// UTF-8, are a 400.
+fn decode_path(raw: &str) -> Result<String, ApiError> {
+    let b = raw.as_bytes();
+    let malformed = b.iter().enumerate().any(|(i, &c)| {
+        c == b'%'
+            && !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        return Err(ApiError::bad_request(format!(
+            "the path {raw:?} has a malformed percent-escape"
+        )));
+    }
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|p| p.into_owned())
+        .map_err(|_| ApiError::bad_request("the path is not UTF-8 once percent-decoded"))
 }
 
 /// Where a resource request points.
@@ -100,6 +145,12 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
         Some("status") if KINDS[kind].status_subresource => true,
         Some(_) => return Err(ApiError::no_such_path(path)),
     };
+    // `NamespaceKeyFunc`: a name that cannot be a path segment names nothing.
+    if let Some(name) = name
+        && let Some(why) = validation::path_segment_name(name)
+    {
+        return Err(ApiError::invalid_name_parameter(name, &why));
+    }
     Ok(Target {
         kind,
         namespace: namespace.map(str::to_string),
@@ -121,6 +172,15 @@ fn object_response(code: StatusCode, obj: &Stored) -> Response {
     json_response(code, obj.json.clone())
 }
 
+/// The query parameters; a repeated one keeps its first value.
+fn query_map(q: Option<&str>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for (k, v) in form_urlencoded::parse(q.unwrap_or_default().as_bytes()).into_owned() {
+        out.entry(k).or_insert(v);
+    }
+    out
+}
+
 async fn dispatch(
     cluster: &Cluster,
     segments: &[&str],
@@ -134,7 +194,8 @@ async fn dispatch(
             serde_json::to_vec(&serde_json::json!({"paths": paths})).expect("json"),
         ));
     }
-    if let Some(doc) = discovery::document(segments, &cluster.shared.address.lock()) {
+    let doc = discovery::document(segments, &cluster.shared.address.lock());
+    if let Some(doc) = doc {
         if req.method() != Method::GET {
             return Err(ApiError::method_not_allowed(req.method().as_str(), &path));
         }
@@ -144,10 +205,7 @@ async fn dispatch(
         ));
     }
     let t = route(segments, &path)?;
-    let q: HashMap<String, String> =
-        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
+    let q = query_map(req.uri().query());
     if q.contains_key("dryRun") {
         return Err(ApiError::bad_request(
             "dryRun is not supported by this server",
@@ -170,6 +228,11 @@ async fn dispatch(
     {
         return Err(ApiError::unsupported_media_type(&content_type));
     }
+    let mode = if t.status {
+        UpdateMode::Status
+    } else {
+        UpdateMode::Main
+    };
     match (&method, t.namespace.as_deref(), t.name.as_deref()) {
         (&Method::GET, ns, None) => {
             if flag(&q, "watch")? {
@@ -193,11 +256,6 @@ async fn dispatch(
         (&Method::PUT, Some(ns), Some(name)) => {
             let body = read_object(cluster, req, k).await?;
             let obj = k.prepare(ns, Some(name), body)?;
-            let mode = if t.status {
-                UpdateMode::Status
-            } else {
-                UpdateMode::Main
-            };
             let stored = cluster.write(|st| st.update(t.kind, obj, mode))?;
             Ok(object_response(StatusCode::OK, &stored))
         }
@@ -209,25 +267,9 @@ async fn dispatch(
                     "fieldManager is required for apply patches",
                 ));
             }
-            let body = read_json(cluster, req).await?;
-            let mode = if t.status {
-                UpdateMode::Status
-            } else {
-                UpdateMode::Main
-            };
-            let now = cluster.now();
-            let (stored, created) = cluster.write(|st| {
-                let Some(cur) = st.get(t.kind, ns, name) else {
-                    if patch_type == PatchType::Apply && !t.status {
-                        let obj = k.prepare(ns, Some(name), body)?;
-                        return st.create(t.kind, obj, now, false).map(|s| (s, true));
-                    }
-                    return Err(ApiError::not_found(k.group, k.plural, name));
-                };
-                let patched = patch_type.apply(cur.value.clone(), body, k, name)?;
-                let obj = k.prepare(ns, Some(name), patched)?;
-                st.update(t.kind, obj, mode).map(|s| (s, false))
-            })?;
+            let patch = patch_type.parse(read_json(cluster, req).await?)?;
+            let create = patch_type == PatchType::Apply && !t.status;
+            let (stored, created) = patch_object(cluster, &t, ns, name, &patch, create, mode)?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -237,17 +279,7 @@ async fn dispatch(
         }
         (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
             let body = read_body(cluster, req).await?;
-            let pre = if body.is_empty() {
-                Preconditions::default()
-            } else {
-                let opts: Value = serde_json::from_slice(&body)
-                    .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?;
-                let p = &opts["preconditions"];
-                Preconditions {
-                    uid: p["uid"].as_str().map(str::to_string),
-                    resource_version: p["resourceVersion"].as_str().map(str::to_string),
-                }
-            };
+            let pre = delete_options(&body, &q)?;
             let now = cluster.now();
             let stored = cluster.write(|st| st.delete(t.kind, ns, name, &pre, now))?;
             let pending = !stored.value["metadata"]["deletionTimestamp"].is_null()
@@ -268,6 +300,122 @@ async fn dispatch(
     }
 }
 
+/// What one read-modify-write attempt of a patch ended in.
+enum Attempt {
+    Done(Arc<Stored>, bool),
+    /// The object changed (or appeared) between the read and the commit: read again.
+    Stale,
+}
+
+/// Applies `patch` to the object without holding the storage lock, and commits it only if
+/// the object is still the one it read (keeps I2; patch I3).
+fn patch_object(
+    cluster: &Cluster,
+    t: &Target,
+    ns: &str,
+    name: &str,
+    patch: &Patch,
+    create: bool,
+    mode: UpdateMode,
+) -> Result<(Arc<Stored>, bool), ApiError> {
+    let k = &KINDS[t.kind];
+    for _ in 0..MAX_PATCH_ATTEMPTS {
+        let read = cluster.shared.storage.lock().get(t.kind, ns, name);
+        let now = cluster.now();
+        let attempt = match read {
+            None if create => {
+                let Patch::Merge(body) = patch else {
+                    unreachable!("apply patches parse as merge patches")
+                };
+                let obj = k.prepare(ns, Some(name), body.clone())?;
+                cluster.write(|st| {
+                    if st.get(t.kind, ns, name).is_some() {
+                        return Ok(Attempt::Stale);
+                    }
+                    st.create(t.kind, obj, now, false)
+                        .map(|s| Attempt::Done(s, true))
+                })?
+            }
+            None => return Err(ApiError::not_found(k.group, k.plural, name)),
+            Some(cur) => {
+                let patched = patch.apply(cur.value.clone(), k, name)?;
+                let obj = k.prepare(ns, Some(name), patched)?;
+                cluster.write(|st| {
+                    if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
+                        return Ok(Attempt::Stale);
+                    }
+                    st.update(t.kind, obj, mode)
+                        .map(|s| Attempt::Done(s, false))
+                })?
+            }
+        };
+        if let Attempt::Done(stored, created) = attempt {
+            return Ok((stored, created));
+        }
+    }
+    Err(ApiError::conflict(
+        k.group,
+        k.plural,
+        name,
+        format!(
+            "the object kept changing while the patch was applied ({MAX_PATCH_ATTEMPTS} attempts)"
+        ),
+    ))
+}
+
+/// `DeleteOptions` from the body, or else from the query, validated as
+/// `ValidateDeleteOptions` does (422). Only the preconditions have an effect: the served kinds
+/// have no graceful deletion and no dependents.
+fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditions, ApiError> {
+    let opts: DeleteOptions = if body.is_empty() {
+        DeleteOptions {
+            grace_period_seconds: signed(q, "gracePeriodSeconds")?,
+            propagation_policy: q.get("propagationPolicy").cloned(),
+            orphan_dependents: q
+                .get("orphanDependents")
+                .map(|_| flag(q, "orphanDependents"))
+                .transpose()?,
+            ..Default::default()
+        }
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?
+    };
+    if opts.dry_run.as_ref().is_some_and(|d| !d.is_empty()) {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by this server",
+        ));
+    }
+    let mut causes = Vec::new();
+    if opts.orphan_dependents.is_some() && opts.propagation_policy.is_some() {
+        causes.push((
+            "propagationPolicy",
+            "orphanDependents and propagationPolicy cannot both be set".to_string(),
+        ));
+    }
+    if let Some(p) = &opts.propagation_policy
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        causes.push((
+            "propagationPolicy",
+            format!("{p:?} is not Foreground, Background or Orphan"),
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            &causes,
+        ));
+    }
+    let p = opts.preconditions.unwrap_or_default();
+    Ok(Preconditions {
+        uid: p.uid,
+        resource_version: p.resource_version,
+    })
+}
+
 fn flag(q: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
     match q.get(name).map(String::as_str) {
         None | Some("false") | Some("0") => Ok(false),
@@ -278,6 +426,8 @@ fn flag(q: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
     }
 }
 
+/// A non-negative integer parameter (keeps I3: any u64 is accepted, and every use of it
+/// saturates or is checked).
 fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
     q.get(name)
         .filter(|v| !v.is_empty())
@@ -289,11 +439,33 @@ fn number(q: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiErr
         .transpose()
 }
 
+/// An `int64` parameter, as upstream's parameter codec reads `gracePeriodSeconds`.
+fn signed(q: &HashMap<String, String>, name: &str) -> Result<Option<i64>, ApiError> {
+    q.get(name)
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("{name}={v:?} is not a 64-bit integer")))
+        })
+        .transpose()
+}
+
 fn selector(q: &HashMap<String, String>) -> Result<Selector, ApiError> {
     Selector::parse(
         q.get("labelSelector").map(String::as_str),
         q.get("fieldSelector").map(String::as_str),
     )
+}
+
+fn resource_version(q: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
+    match q.get("resourceVersion").map(String::as_str).unwrap_or("") {
+        "" => Ok(None),
+        r => r.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "resourceVersion {r:?} is not a valid resource version"
+            ))
+        }),
+    }
 }
 
 /// A resourceVersion the server has not reached yet is 504 "Too large resource version".
@@ -339,8 +511,9 @@ fn list(
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
     let selector = selector(q)?;
-    let limit = number(q, "limit")?.map(|l| l as usize);
-    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    // Keeps I3: a limit beyond the address space is "no limit".
+    let limit = number(q, "limit")?.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    let rv_num = resource_version(q)?;
     let rv_match = q
         .get("resourceVersionMatch")
         .map(String::as_str)
@@ -350,23 +523,14 @@ fn list(
             "sendInitialEvents is forbidden for list",
         ));
     }
-    if !rv_match.is_empty() && rv_param.is_empty() {
+    if !rv_match.is_empty() && rv_num.is_none() {
         return Err(list_options_invalid(
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
         ));
     }
-    let rv_num = if rv_param.is_empty() {
-        None
-    } else {
-        Some(rv_param.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "resourceVersion {rv_param:?} is not a valid resource version"
-            ))
-        })?)
-    };
     let (at, after) = match q.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
-            if !rv_param.is_empty() {
+            if rv_num.is_some() {
                 return Err(ApiError::bad_request(
                     "resourceVersion may not be set together with continue",
                 ));
@@ -405,13 +569,18 @@ fn list(
             }
         }
     };
-    let page = cluster
-        .shared
-        .storage
-        .lock()
-        .list(kind, ns, at, after.as_ref(), limit, &|o| {
-            selector.is_empty() || selector.matches(&o.value)
-        })?;
+    // Keeps I2: with a selector, storage hands over the whole range and the matching runs
+    // after the lock is released.
+    let page = if selector.is_empty() {
+        let st = cluster.shared.storage.lock();
+        st.list(kind, ns, at, after.as_ref(), limit)?
+    } else {
+        let all = {
+            let st = cluster.shared.storage.lock();
+            st.list(kind, ns, at, after.as_ref(), None)?
+        };
+        all.select(limit, |o| selector.matches(&o.value))
+    };
     let k = &KINDS[kind];
     let mut meta = serde_json::json!({"resourceVersion": page.rv.to_string()});
     if let Some(key) = &page.continue_after {
@@ -467,15 +636,8 @@ fn start_watch(
         }
         _ => {}
     }
-    let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
-    let rv_num = match rv {
-        "" | "0" => None,
-        r => Some(r.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "resourceVersion {r:?} is not a valid resource version"
-            ))
-        })?),
-    };
+    // "" and "0" both mean "start now, with the current state first".
+    let rv_num = resource_version(q)?.filter(|r| *r != 0);
     let from = match (send_initial, rv_num) {
         // Initial state first: the legacy "" / "0" watch, or a streaming list.
         (None, None) | (Some(true), _) => {
@@ -487,10 +649,14 @@ fn start_watch(
         (Some(false), None) => Some(cluster.shared.storage.lock().head()),
         (_, Some(r)) => Some(r),
     };
+    // Keeps I3: any number of seconds is accepted; the watcher's deadline is a checked instant.
     let timeout = number(q, "timeoutSeconds")?
         .filter(|s| *s > 0) // 0 means "not set", as upstream
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
+    let permit = Arc::clone(&cluster.shared.watches)
+        .try_acquire_owned()
+        .map_err(|_| ApiError::too_many_requests(1))?;
     let req = WatchRequest {
         kind,
         namespace: ns.map(str::to_string),
@@ -500,7 +666,7 @@ fn start_watch(
         bookmarks,
         timeout,
     };
-    let body = Body::from_stream(watch::stream(Arc::clone(&cluster.shared), req));
+    let body = Body::from_stream(watch::stream(Arc::clone(&cluster.shared), req, permit));
     let mut r = (StatusCode::OK, body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -509,26 +675,35 @@ fn start_watch(
     Ok(r)
 }
 
+/// The body, at most `max_body_bytes` (413) and read within `request_timeout` (504, as
+/// upstream's timeout filter answers).
 async fn read_body(cluster: &Cluster, req: Request) -> Result<Bytes, ApiError> {
-    let limit = cluster.shared.options.max_body_bytes;
+    let options = &cluster.shared.options;
+    let limit = options.max_body_bytes;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::too_large(limit));
     }
     let limited = http_body_util::Limited::new(req.into_body(), limit);
-    match limited.collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
-        Err(e) => Err(ApiError::bad_request(format!(
+    match tokio::time::timeout(options.request_timeout, limited.collect()).await {
+        Err(_) => Err(ApiError::timeout(format!(
+            "the request body was not received within {:?}",
+            options.request_timeout
+        ))),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
+        Ok(Err(e)) => Err(ApiError::bad_request(format!(
             "could not read the request body: {e}"
         ))),
     }
 }
 
+/// A JSON body; serde_json refuses nesting deeper than 127 levels (a 400), so every decoded
+/// value is bounded in depth as well as in size.
 async fn read_json(cluster: &Cluster, req: Request) -> Result<Value, ApiError> {
     let body = read_body(cluster, req).await?;
     serde_json::from_slice(&body)
@@ -552,47 +727,57 @@ async fn read_object(cluster: &Cluster, req: Request, k: &Kind) -> Result<Value,
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PatchType {
-    Merge,
-    Json,
-    StrategicMerge,
-    Apply,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl PatchType {
-    fn from_content_type(ct: &str, k: &Kind) -> Result<Self, ApiError> {
-        match ct {
-            "application/merge-patch+json" => Ok(PatchType::Merge),
-            "application/json-patch+json" => Ok(PatchType::Json),
-            "application/strategic-merge-patch+json" if k.strategic_merge => {
-                Ok(PatchType::StrategicMerge)
-            }
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+    #[test]
+    fn paths_are_percent_decoded_and_malformed_escapes_are_400() {
+        assert_eq!(decode_path("/a%2Fb/%41").unwrap(), "/a/b/A");
+        for bad in ["/a%", "/a%2", "/a%zz", "/%C3%28"] {
+            assert_eq!(decode_path(bad).unwrap_err().code, 400, "{bad}");
         }
     }
 
-    /// Applies the patch to the current object. A patch that cannot be decoded is 400; one
-    /// that cannot be applied (a failed JSON-patch `test`, a missing path) is 422.
-    fn apply(self, mut cur: Value, patch: Value, k: &Kind, name: &str) -> Result<Value, ApiError> {
-        match self {
-            // ConfigMap has no lists with merge keys, so its strategic merge is a merge patch.
-            PatchType::Merge | PatchType::StrategicMerge | PatchType::Apply => {
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request("a merge patch must be a JSON object"));
-                }
-                json_patch::merge(&mut cur, &patch);
-                Ok(cur)
-            }
-            PatchType::Json => {
-                let p: json_patch::Patch = serde_json::from_value(patch)
-                    .map_err(|e| ApiError::bad_request(format!("malformed JSON patch: {e}")))?;
-                json_patch::patch(&mut cur, &p).map_err(|e| {
-                    ApiError::invalid(k.group, k.kind, name, &[("patch", e.to_string())])
-                })?;
-                Ok(cur)
-            }
-        }
+    #[test]
+    fn a_name_that_is_no_path_segment_is_400_and_a_repeated_parameter_keeps_its_first_value() {
+        let e = route(&["api", "v1", "namespaces", "d", "configmaps", ".."], "/p")
+            .err()
+            .unwrap();
+        assert_eq!(e.code, 400);
+        let e = route(&["api", "v1", "namespaces", "d", "configmaps", "a%b"], "/p")
+            .err()
+            .unwrap();
+        assert_eq!(e.code, 400);
+        let q = query_map(Some("limit=1&limit=2"));
+        assert_eq!(q["limit"], "1");
+    }
+
+    #[test]
+    fn delete_options_are_validated_like_upstream() {
+        let q = |s: &str| query_map(Some(s));
+        assert!(delete_options(b"", &q("gracePeriodSeconds=-5")).is_ok());
+        assert_eq!(
+            delete_options(b"", &q("gracePeriodSeconds=99999999999999999999"))
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            delete_options(b"", &q("propagationPolicy=Sometimes"))
+                .unwrap_err()
+                .code,
+            422
+        );
+        let both = br#"{"orphanDependents": true, "propagationPolicy": "Orphan"}"#;
+        assert_eq!(delete_options(both, &q("")).unwrap_err().code, 422);
+        assert_eq!(
+            delete_options(br#"{"gracePeriodSeconds": "x"}"#, &q(""))
+                .unwrap_err()
+                .code,
+            400
+        );
+        let pre = delete_options(br#"{"preconditions": {"uid": "u"}}"#, &q("")).unwrap();
+        assert_eq!(pre.uid.as_deref(), Some("u"));
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use controlloop::apiserver::ApiServer;
+use controlloop::apiserver::{ApiServer, ServerOptions};
 use controlloop::resources::{Widget, WidgetSpec};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -116,9 +116,20 @@ pub async fn open_watch(
         .boxed()
 }
 
-/// Starts a server, failing the test if it cannot bind.
+/// Starts a server whose revisions count from 1, as a fresh etcd's do, so a test can name
+/// them; failing the test if it cannot bind. (`ApiServer::start` itself starts above any
+/// revision an earlier run issued: `tests/apiserver_hostile.rs` covers that.)
 pub async fn server() -> ApiServer {
-    within("the server never started", ApiServer::start())
+    server_with(ServerOptions::default()).await
+}
+
+/// Like [`server`], with `options` (whose `first_revision` defaults to 1 here).
+pub async fn server_with(options: ServerOptions) -> ApiServer {
+    let options = ServerOptions {
+        first_revision: options.first_revision.or(Some(1)),
+        ..options
+    };
+    within("the server never started", ApiServer::start_with(options))
         .await
         .expect("bind 127.0.0.1")
 }
