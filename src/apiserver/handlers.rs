@@ -654,9 +654,7 @@ fn start_watch(
         .filter(|s| *s > 0) // 0 means "not set", as upstream
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_WATCH_TIMEOUT);
-    let permit = Arc::clone(&cluster.shared.watches)
-        .try_acquire_owned()
-        .map_err(|_| ApiError::too_many_requests(1))?;
+    let slot = watch::Slot::take(&cluster.shared)?;
     let req = WatchRequest {
         kind,
         namespace: ns.map(str::to_string),
@@ -666,7 +664,7 @@ fn start_watch(
         bookmarks,
         timeout,
     };
-    let body = Body::from_stream(watch::stream(Arc::clone(&cluster.shared), req, permit));
+    let body = Body::from_stream(watch::stream(Arc::clone(&cluster.shared), req, slot));
     let mut r = (StatusCode::OK, body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

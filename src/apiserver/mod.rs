@@ -148,6 +148,8 @@ pub(crate) struct Shared {
     log: Mutex<RequestLog>,
     /// One permit per open watch (watch I4): a full semaphore answers 429.
     watches: Arc<tokio::sync::Semaphore>,
+    /// The number of open watches, for [`Cluster::wait_for_open_watches`].
+    open_watches: tokio::sync::watch::Sender<usize>,
     /// Woken after every append to `log`, so a test can wait for a request instead of polling.
     logged: tokio::sync::Notify,
     faults: Mutex<controls::Faults>,
@@ -201,6 +203,7 @@ impl Cluster {
                 epoch: options.epoch.unwrap_or_else(Timestamp::now),
                 log: Mutex::new(RequestLog::new(options.request_log_bytes)),
                 watches: Arc::new(tokio::sync::Semaphore::new(options.max_watches)),
+                open_watches: tokio::sync::watch::Sender::new(0),
                 options,
                 logged: tokio::sync::Notify::new(),
                 faults: Mutex::new(controls::Faults::default()),
@@ -280,6 +283,19 @@ impl Cluster {
             }
             notified.await;
         }
+    }
+
+    /// The watches open now (at most [`ServerOptions::max_watches`]).
+    pub fn open_watches(&self) -> usize {
+        *self.shared.open_watches.borrow()
+    }
+
+    /// Waits until `done` holds for the number of open watches, re-checking whenever a watch
+    /// opens or ends. Put a timeout around it.
+    pub async fn wait_for_open_watches(&self, mut done: impl FnMut(usize) -> bool) {
+        let mut open = self.shared.open_watches.subscribe();
+        // The sender lives as long as the cluster, which `self` keeps alive.
+        let _ = open.wait_for(|n| done(*n)).await;
     }
 
     /// Empties the request log.

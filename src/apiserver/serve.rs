@@ -66,12 +66,14 @@ pub(crate) async fn serve(
     limits: Limits,
     stop: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
+    // Durations the clock can add to an instant without overflow.
+    let cap = |d: Duration| d.min(Duration::from_secs(365 * 24 * 3600));
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let overflow = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout); // keeps I2
+        .header_read_timeout(cap(limits.header_read_timeout)); // keeps I2
     let mut refuse = http.clone();
     refuse.keep_alive(false);
     tokio::pin!(stop);
@@ -90,7 +92,7 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let mut timed = TimeoutStream::new(tcp);
-        timed.set_write_timeout(Some(limits.write_timeout)); // keeps I2
+        timed.set_write_timeout(Some(cap(limits.write_timeout))); // keeps I2
         let io = TokioIo::new(Box::pin(timed));
         if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
             let conn =

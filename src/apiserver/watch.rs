@@ -140,6 +140,35 @@ impl WatchRequest {
     }
 }
 
+/// A watcher's slot: one of the server's `max_watches` permits, counted in
+/// `Shared::open_watches` for as long as it lives (keeps I4).
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+}
+
+impl Slot {
+    /// Takes a slot, or answers 429 TooManyRequests when all are taken.
+    pub fn take(shared: &Arc<Shared>) -> Result<Slot, ApiError> {
+        let permit = Arc::clone(&shared.watches)
+            .try_acquire_owned()
+            .map_err(|_| ApiError::too_many_requests(1))?;
+        shared.open_watches.send_modify(|n| *n += 1);
+        Ok(Slot {
+            _permit: permit,
+            shared: Arc::clone(shared),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared
+            .open_watches
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// Items per chunk when sending initial state, so a large list streams rather than buffers.
 pub(crate) const INITIAL_CHUNK: usize = 256;
 
@@ -151,10 +180,10 @@ pub(crate) const EVENT_BATCH: usize = 256;
 pub(crate) fn stream(
     shared: Arc<Shared>,
     req: WatchRequest,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
-        let _permit = permit; // keeps I4: released when the stream ends or is dropped
+        let _slot = slot; // keeps I4: released when the stream ends or is dropped
         let mut signal = shared.signal.subscribe(); // keeps I1
         let start = *signal.borrow_and_update();
         // An instant the clock cannot represent is "never": no arithmetic on the client's
