@@ -389,7 +389,12 @@ impl Storage {
                 &[("metadata.name", m)],
             )); // keeps I6
         }
-        if !meta_str(&obj, "resourceVersion").is_empty() {
+        // etcd3's store refuses a create carrying a resourceVersion with a plain error (a 500);
+        // one it cannot parse as a revision it ignores, as upstream does.
+        if meta_str(&obj, "resourceVersion")
+            .parse::<u64>()
+            .is_ok_and(|rv| rv != 0)
+        {
             return Err(ApiError::internal_error(
                 "metadata.resourceVersion must not be set on an object to be created",
             ));
