@@ -64,7 +64,8 @@
 //! 3. Whatever a client sends, memory stays bounded in bytes: request bodies
 //!    (`max_body_bytes`), decoded JSON (127 levels), patch results (patch I1, I2), stored
 //!    objects and their total (storage I5), history (storage I2), the request log (controls
-//!    I1), open watches (watch I4) and connections (serve I1). Every rejection is a `Status`.
+//!    I1), open watches (watch I4), list responses (sent in chunks) and connections (serve
+//!    I1). Every rejection is a `Status`.
 //!
 //! # Concurrency
 //! `Shared::storage` (a `parking_lot::Mutex`) guards objects, revisions and history. The

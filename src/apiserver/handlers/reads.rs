@@ -3,16 +3,19 @@
 //! Follows the apiserver's `endpoints/handlers/get.go` (`ListResource`) and `watch.go`, and
 //! apimachinery's `ListOptions` validation (`resourceVersionMatch`, `sendInitialEvents`).
 //! Parameters are parsed into ranges no later arithmetic can overflow (handlers I3), and the
-//! storage lock is held only to read storage (handlers I2).
+//! storage lock is held only to read storage (handlers I2). A long list is sent in chunks of
+//! items, as kube-apiserver's streaming collection encoding (`StreamingCollectionEncodingToJSON`,
+//! on by default since 1.33) sends it, so no response holds a second copy of the whole list.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 
@@ -21,7 +24,7 @@ use crate::apiserver::Cluster;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::kinds::KINDS;
 use crate::apiserver::selector::Selector;
-use crate::apiserver::storage::Key;
+use crate::apiserver::storage::{Key, Stored};
 use crate::apiserver::watch::{self, WatchRequest};
 
 /// Default watch timeout when the client sends none (upstream picks 30–60 min at random).
@@ -199,18 +202,47 @@ pub(super) fn list(
     }
     let head = serde_json::json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).expect("json");
-    let total: usize = page.items.iter().map(|o| o.json.len() + 1).sum();
-    let mut buf = BytesMut::with_capacity(head.len() + total + 16);
-    buf.put_slice(&head[..head.len() - 1]);
-    buf.put_slice(b",\"items\":[");
-    for (i, o) in page.items.iter().enumerate() {
-        if i > 0 {
-            buf.put_u8(b',');
+    Ok(json_response(StatusCode::OK, list_body(&head, page.items)))
+}
+
+/// Items per chunk of a list response.
+const LIST_CHUNK: usize = 256;
+
+/// A list's JSON, `head` with its items spliced in, sent a chunk of [`LIST_CHUNK`] items at a
+/// time: the response holds the stored objects (shared, not copied) and one chunk of bytes,
+/// never the whole serialised list, as kube-apiserver's streaming collection encoding does.
+/// A list that fits one chunk is sent whole.
+fn list_body(head: &[u8], items: Vec<Arc<Stored>>) -> Body {
+    let mut open = BytesMut::with_capacity(head.len() + 10);
+    open.put_slice(&head[..head.len() - 1]);
+    open.put_slice(b",\"items\":[");
+    let chunk = |items: &[Arc<Stored>], first: bool, buf: &mut BytesMut| {
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 || !first {
+                buf.put_u8(b',');
+            }
+            buf.put_slice(&o.json);
         }
-        buf.put_slice(&o.json);
+    };
+    if items.len() <= LIST_CHUNK {
+        chunk(&items, true, &mut open);
+        open.put_slice(b"]}");
+        return Body::from(open.freeze());
     }
-    buf.put_slice(b"]}");
-    Ok(json_response(StatusCode::OK, buf.freeze()))
+    let n = items.len();
+    let chunks = (0..n).step_by(LIST_CHUNK).map(move |start| {
+        let mut buf = BytesMut::new();
+        chunk(
+            &items[start..n.min(start + LIST_CHUNK)],
+            start == 0,
+            &mut buf,
+        );
+        buf.freeze()
+    });
+    let parts = std::iter::once(open.freeze())
+        .chain(chunks)
+        .chain(std::iter::once(Bytes::from_static(b"]}")));
+    Body::from_stream(futures::stream::iter(parts.map(Ok::<_, Infallible>)))
 }
 
 pub(super) fn start_watch(
@@ -282,4 +314,32 @@ pub(super) fn start_watch(
         HeaderValue::from_static("application/json"),
     );
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn item(i: usize) -> Arc<Stored> {
+        let value = serde_json::json!({"i": i});
+        let json = Bytes::from(serde_json::to_vec(&value).unwrap());
+        Arc::new(Stored { value, json, rv: 1 })
+    }
+
+    #[test]
+    fn a_list_sent_in_chunks_is_the_same_json_as_a_list_sent_whole() {
+        let head = br#"{"kind":"ConfigMapList","metadata":{}}"#;
+        for n in [0, 1, LIST_CHUNK, LIST_CHUNK + 1, 3 * LIST_CHUNK + 7] {
+            let body = list_body(head, (0..n).map(item).collect());
+            let bytes = futures::executor::block_on(body.collect())
+                .unwrap()
+                .to_bytes();
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            let items = v["items"].as_array().unwrap();
+            assert_eq!(items.len(), n);
+            assert!(items.iter().enumerate().all(|(i, o)| o["i"] == i), "{n}");
+            assert_eq!(v["kind"], "ConfigMapList");
+        }
+    }
 }

@@ -5,8 +5,9 @@
 //! next page continuing after the last key. The state at an old revision is the current
 //! state with the later writes undone, so no old version is kept twice.
 //!
-//! Filtering by a selector runs on a snapshot after the lock is released ([`Page::select`]):
-//! under the lock a read only clones `Arc`s.
+//! # Concurrency
+//! Called under the storage lock, where a read only walks the maps and clones `Arc`s;
+//! filtering by a selector runs on the snapshot after the lock is released ([`Page::select`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
