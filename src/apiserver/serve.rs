@@ -90,7 +90,6 @@ pub(crate) async fn serve(
             },
             _ = &mut stop => break,
         };
-        let _ = tcp.set_nodelay(true);
         let mut timed = TimeoutStream::new(tcp);
         timed.set_write_timeout(Some(cap(limits.write_timeout))); // keeps I2
         let io = TokioIo::new(Box::pin(timed));
