@@ -14,6 +14,7 @@ use apiserver_support::*;
 use controlloop::apiserver::{ApiServer, ServerOptions};
 use controlloop::resources::Widget;
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -57,6 +58,32 @@ async fn refused(
     status
 }
 
+/// A JSON patch of `ops` refused with `want`, whose `Status` message says `says`.
+async fn patch_refused(server: &ApiServer, path: &str, ops: Value, want: (u16, &str), says: &str) {
+    let body = bytes(&ops);
+    assert!(body.len() < 2 * 1024 * 1024, "{}", body.len());
+    let status = refused(server, "PATCH", path, JSON_PATCH, body, want).await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "{message}");
+}
+
+/// Fails unless the server still answers a request.
+async fn answers(server: &ApiServer) {
+    let version = within("no answer", server.client().apiserver_version()).await;
+    version.expect("the server answers");
+}
+
+/// A create of `c` refused with `want`.
+async fn create_refused(server: &ApiServer, c: &ConfigMap, want: (u16, &str)) {
+    let body = bytes(&serde_json::to_value(c).unwrap());
+    refused(server, "POST", CMS, "application/json", body, want).await;
+}
+
+/// `n` operations `op(i)`, as a JSON patch.
+fn ops(n: usize, op: impl Fn(usize) -> Value) -> Value {
+    Value::Array((0..n).map(op).collect())
+}
+
 #[tokio::test]
 async fn a_json_patch_nesting_deeper_with_each_operation_is_422_and_the_server_lives() {
     let server = server().await;
@@ -68,27 +95,12 @@ async fn a_json_patch_nesting_deeper_with_each_operation_is_422_and_the_server_l
     for _ in 0..100 {
         value = json!({ "a": value });
     }
-    let ops: Vec<Value> = (0..138)
-        .map(
-            |k| json!({"op": "add", "path": format!("/x{}", "/a".repeat(100 * k)), "value": value}),
-        )
-        .collect();
-    let body = bytes(&Value::Array(ops));
-    assert!(body.len() < 2 * 1024 * 1024, "{}", body.len());
-    let status = refused(
-        &server,
-        "PATCH",
-        &format!("{CMS}/a"),
-        JSON_PATCH,
-        body,
-        (422, "Invalid"),
-    )
-    .await;
-    let message = status["message"].as_str().unwrap();
-    assert!(
-        message.contains("operation 1: the result would be nested 202 levels"),
-        "{message}"
+    let nest = ops(
+        138,
+        |k| json!({"op": "add", "path": format!("/x{}", "/a".repeat(100 * k)), "value": value}),
     );
+    let says = "operation 1: the result would be nested 202 levels";
+    patch_refused(&server, &format!("{CMS}/a"), nest, (422, "Invalid"), says).await;
 }
 
 #[tokio::test]
@@ -98,57 +110,25 @@ async fn copies_stop_at_the_copy_budget_and_results_at_the_object_limits() {
     a.data = Some([("a".to_string(), "x".repeat(150_000))].into());
     create(&cms(&server, "default"), &a).await;
     let path = format!("{CMS}/a");
+    let copy =
+        |from: &str, i: usize| json!({"op": "copy", "from": from, "path": format!("/data/c{i}")});
+    let invalid = (422, "Invalid");
     // Thirty flat copies of 150 kB: 4.5 MB, over the 3 MiB copy budget.
-    let flat: Vec<Value> = (0..30)
-        .map(|i| json!({"op": "copy", "from": "/data/a", "path": format!("/data/c{i}")}))
-        .collect();
-    let s = refused(
-        &server,
-        "PATCH",
-        &path,
-        JSON_PATCH,
-        bytes(&json!(flat)),
-        (422, "Invalid"),
-    )
-    .await;
-    assert!(
-        s["message"].as_str().unwrap().contains("copies more than"),
-        "{s}"
-    );
+    let flat = ops(30, |i| copy("/data/a", i));
+    patch_refused(&server, &path, flat, invalid, "copies more than").await;
     // A value copied into itself doubles with every operation.
-    let doubling: Vec<Value> = (0..30)
-        .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/k{i}")}))
-        .collect();
-    let s = refused(
+    let doubling = ops(30, |i| copy("/data", i));
+    patch_refused(
         &server,
-        "PATCH",
         &path,
-        JSON_PATCH,
-        bytes(&json!(doubling)),
-        (422, "Invalid"),
+        doubling,
+        invalid,
+        "operation 4: the patch copies",
     )
     .await;
-    assert!(
-        s["message"]
-            .as_str()
-            .unwrap()
-            .contains("operation 4: the patch copies"),
-        "{s}"
-    );
     // Eight copies fit the budget, but 1.35 MB of data is over the ConfigMap's 1 MiB.
-    let eight: Vec<Value> = (0..8)
-        .map(|i| json!({"op": "copy", "from": "/data/a", "path": format!("/data/c{i}")}))
-        .collect();
-    let s = refused(
-        &server,
-        "PATCH",
-        &path,
-        JSON_PATCH,
-        bytes(&json!(eight)),
-        (422, "Invalid"),
-    )
-    .await;
-    assert!(s["message"].as_str().unwrap().contains("Too long"), "{s}");
+    let eight = ops(8, |i| copy("/data/a", i));
+    patch_refused(&server, &path, eight, invalid, "Too long").await;
     // A Widget has no such rule: its object limit (1.5 MiB stored) answers 413.
     let ws: Api<Widget> = Api::namespaced(server.client(), "default");
     let mut w = widget("w", 1);
@@ -158,27 +138,15 @@ async fn copies_stop_at_the_copy_budget_and_results_at_the_object_limits() {
         {"op": "add", "path": "/status", "value": {}},
         {"op": "copy", "from": "/spec/color", "path": "/status/message"}
     ]);
-    let widgets = "/apis/lab.controlloop.dev/v1/namespaces/default/widgets/w/status";
-    refused(
-        &server,
-        "PATCH",
-        widgets,
-        JSON_PATCH,
-        bytes(&both),
-        (413, "RequestEntityTooLarge"),
-    )
-    .await;
+    let status = "/apis/lab.controlloop.dev/v1/namespaces/default/widgets/w/status";
+    let too_large = (413, "RequestEntityTooLarge");
+    patch_refused(&server, status, both, too_large, "more than the limit").await;
     // Over 10,000 operations is 413 before any is applied.
-    let many = vec![json!({"op": "test", "path": "/kind", "value": "ConfigMap"}); 10_001];
-    refused(
-        &server,
-        "PATCH",
-        &path,
-        JSON_PATCH,
-        bytes(&json!(many)),
-        (413, "RequestEntityTooLarge"),
-    )
-    .await;
+    let many = ops(
+        10_001,
+        |_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"}),
+    );
+    patch_refused(&server, &path, many, too_large, "at most 10000 operations").await;
 }
 
 #[tokio::test]
@@ -186,26 +154,10 @@ async fn annotations_over_256_kib_and_config_map_data_over_1_mib_are_422() {
     let server = server().await;
     let mut c = cm("big", &[], "1");
     c.metadata.annotations = Some([("a".to_string(), "v".repeat(256 * 1024))].into());
-    refused(
-        &server,
-        "POST",
-        CMS,
-        "application/json",
-        bytes(&serde_json::to_value(&c).unwrap()),
-        (422, "Invalid"),
-    )
-    .await;
+    create_refused(&server, &c, (422, "Invalid")).await;
     let mut c = cm("big", &[], "1");
     c.data = Some([("a".to_string(), "v".repeat(1024 * 1024 + 1))].into());
-    refused(
-        &server,
-        "POST",
-        CMS,
-        "application/json",
-        bytes(&serde_json::to_value(&c).unwrap()),
-        (422, "Invalid"),
-    )
-    .await;
+    create_refused(&server, &c, (422, "Invalid")).await;
     // Just under both limits is stored.
     let mut c = cm("fits", &[], "");
     c.metadata.annotations = Some([("a".to_string(), "v".repeat(256 * 1024 - 1))].into());
@@ -267,15 +219,7 @@ async fn every_generated_name_can_be_read_and_deleted() {
     let mut c = cm("", &[], "1");
     c.metadata.name = None;
     c.metadata.generate_name = Some("a/".into());
-    refused(
-        &server,
-        "POST",
-        CMS,
-        "application/json",
-        bytes(&serde_json::to_value(&c).unwrap()),
-        (422, "Invalid"),
-    )
-    .await;
+    create_refused(&server, &c, (422, "Invalid")).await;
 }
 
 #[tokio::test]
@@ -394,11 +338,7 @@ async fn a_connection_that_never_finishes_its_request_head_is_closed() {
         .unwrap();
     let got = until_closed(&mut idle, "an idle connection stayed open").await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
-    server
-        .client()
-        .apiserver_version()
-        .await
-        .expect("the server answers");
+    answers(&server).await;
 }
 
 #[tokio::test]
@@ -428,15 +368,8 @@ async fn a_request_body_that_never_arrives_is_504() {
     }
     let got = String::from_utf8_lossy(&got);
     assert!(got.starts_with("HTTP/1.1 504"), "{got}");
-    assert_eq!(
-        server.object_count::<k8s_openapi::api::core::v1::ConfigMap>(),
-        0
-    );
-    server
-        .client()
-        .apiserver_version()
-        .await
-        .expect("the server answers");
+    assert_eq!(server.object_count::<ConfigMap>(), 0);
+    answers(&server).await;
 }
 
 #[tokio::test]
@@ -606,19 +539,13 @@ async fn the_storage_quota_refuses_growth_but_allows_deletes() {
     let big = |n: &str| {
         let mut c = cm(n, &[], "");
         c.data = Some([("v".to_string(), "x".repeat(5_000))].into());
-        serde_json::to_value(c).unwrap()
+        c
     };
     let mut stored = 0;
     loop {
-        let client = no_retry(&server);
-        let (code, status, _) = send(
-            &client,
-            "POST",
-            CMS,
-            "application/json",
-            bytes(&big(&format!("c{stored}"))),
-        )
-        .await;
+        let body = bytes(&serde_json::to_value(big(&format!("c{stored}"))).unwrap());
+        let (code, status, _) =
+            send(&no_retry(&server), "POST", CMS, "application/json", body).await;
         if code == 500 {
             assert_eq!(status["reason"], "InternalError", "{status}");
             break;
@@ -627,19 +554,11 @@ async fn the_storage_quota_refuses_growth_but_allows_deletes() {
         stored += 1;
         assert!(stored < 100, "the quota never refused a write");
     }
-    refused(
-        &server,
-        "POST",
-        CMS,
-        "application/json",
-        bytes(&big("over")),
-        (500, "InternalError"),
-    )
-    .await;
+    create_refused(&server, &big("over"), (500, "InternalError")).await;
     api.delete("c0", &Default::default())
         .await
         .expect("a delete is always allowed");
-    create(&api, &serde_json::from_value(big("again")).unwrap()).await;
+    create(&api, &big("again")).await;
     let n = api.list(&ListParams::default()).await.unwrap().items.len();
     assert_eq!(n, stored);
 }
