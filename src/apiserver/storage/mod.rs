@@ -232,7 +232,7 @@ impl Storage {
 
     /// Hides the next `n` writes from watchers.
     pub fn drop_next_events(&mut self, n: u64) {
-        self.drop_next += n;
+        self.drop_next = self.drop_next.saturating_add(n);
     }
 
     /// Forgets all history up to the head.
