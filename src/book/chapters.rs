@@ -119,6 +119,9 @@ chapters! {
     ch10_what_varies = "10-what-varies.md" [
         ch10_bands => crate::book::bands::experiment,
     ],
+    ch13_when_upstream_moves = "13-when-upstream-moves.md" [
+        ch13_moved => lab::moved::experiment,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -25,6 +25,8 @@ pub mod intro;
 #[doc(hidden)]
 pub mod method;
 #[doc(hidden)]
+pub mod moved;
+#[doc(hidden)]
 pub mod resync;
 pub mod rig;
 #[doc(hidden)]
