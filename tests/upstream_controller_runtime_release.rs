@@ -13,16 +13,13 @@ mod controller_support;
 use std::{sync::Arc, time::Duration};
 
 use controller_support::{
-    Informer, Log, Lw, block_on_capturing, cm, informer, req, run_informer, spawn_run, until,
-    within,
+    Informer, Log, block_on_capturing, cm, informer, informer_with, req, run_informer, spawn_run,
+    until, within,
 };
 use controlloop::{
     cache::{
-        lister_watcher::{
-            WatchEvent,
-            scripted::{Scripted, ScriptedWatch, page},
-        },
-        shared_informer::{HandlerPanic, InformerOptions, SharedIndexInformer},
+        lister_watcher::{WatchEvent, scripted::Scripted},
+        shared_informer::{HandlerPanic, InformerOptions},
     },
     controller::{
         Builder, Context, Controller, Error, LOW_PRIORITY, Outcome, Release, Request,
@@ -139,12 +136,7 @@ fn resyncing_informer(
     watch: Vec<Scripted<ConfigMap>>,
     resync: Duration,
 ) -> Arc<Informer> {
-    let lw = Lw::new().without_watch_list();
-    lw.push_list(Ok(page("1", names.iter().map(|n| cm(n, "1")).collect())));
-    let mut steps = watch;
-    steps.push(Scripted::Hang);
-    lw.push_watch(ScriptedWatch::Stream(steps));
-    Arc::new(SharedIndexInformer::new(lw, InformerOptions::new(resync)))
+    informer_with(names, watch, InformerOptions::new(resync))
 }
 
 /// The priority at which each event's request reaches the controller's queue: the initial
