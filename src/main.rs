@@ -125,6 +125,8 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
         .into_iter()
         .filter(|e| names.is_empty() || names.iter().any(|n| n == e.name))
         .collect();
+    // The command redraws the committed figures from this run; `cargo test` only checks them.
+    book::plot::redraw_figures();
     println!("running {} experiment(s)", chosen.len());
     let mut failed = Vec::new();
     for e in &chosen {

@@ -401,6 +401,7 @@ fn draw_layer<'a, Y>(
         }
         Layer::Points(label, points) => {
             let colour = *series.next().expect("a cycle never ends");
+            let radius = if points.len() > 40 { 2 } else { 4 }; // many points: smaller dots
             chart
                 .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
                 .expect("an SVG line")
@@ -411,7 +412,11 @@ fn draw_layer<'a, Y>(
                         + Circle::new((0, 0), 3, colour.filled())
                 });
             chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
+                .draw_series(
+                    points
+                        .iter()
+                        .map(|&p| Circle::new(p, radius, colour.filled())),
+                )
                 .expect("SVG points");
         }
         Layer::Law(label, points) => {
@@ -447,8 +452,9 @@ pub enum Published {
     Redrawn,
 }
 
-/// A committed figure that is not what its run draws.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A committed figure that is not what its run draws. Its `Debug` is its message, so the
+/// `.unwrap()` in a chapter's block says what to do.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{} is stale: this run draws it differently (or it is missing). Run `cargo run` to redraw \
      it, then review the diff",
@@ -457,6 +463,12 @@ pub enum Published {
 pub struct Stale {
     /// The committed file.
     pub path: PathBuf,
+}
+
+impl std::fmt::Debug for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 static REDRAW: AtomicBool = AtomicBool::new(false);
