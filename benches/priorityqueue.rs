@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 use controlloop::{
     controller::priorityqueue::PriorityQueue,
-    workqueue::{RateLimitingQueue, rate_limiter::default_item_based_rate_limiter},
+    workqueue::{RateLimitingQueue, default_item_based_rate_limiter},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::FutureExt;

@@ -7,11 +7,9 @@
 use std::{sync::Arc, time::Duration};
 
 use controlloop::workqueue::{
-    DelayingQueue, InMemoryMetrics, MetricsProvider, Queue, QueueConfig, RateLimitingQueue,
-    rate_limiter::{
-        ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
-        WithMaxWaitRateLimiter,
-    },
+    DelayingQueue, InMemoryMetrics, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
+    MaxOfRateLimiter, MetricsProvider, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    WithMaxWaitRateLimiter,
 };
 use futures::FutureExt;
 use tokio::time::{advance, timeout};

@@ -25,7 +25,7 @@ use controlloop::{
     controller::priorityqueue::{
         AddOpts, InMemoryPriorityMetrics, Opts, PriorityMetricsSnapshot, PriorityQueue, Provider,
     },
-    workqueue::rate_limiter::{ItemExponentialFailureRateLimiter, RateLimiter},
+    workqueue::{ItemExponentialFailureRateLimiter, RateLimiter},
 };
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 use tokio::{task::JoinHandle, time::advance};

@@ -137,7 +137,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::workqueue::rate_limiter::ItemExponentialFailureRateLimiter;
+    use crate::workqueue::ItemExponentialFailureRateLimiter;
 
     /// One function, both queues: what the wrapper turns each kind of add into.
     async fn drive<Q: ControllerQueue<&'static str>>(q: Q) -> Vec<(&'static str, Priority)> {

@@ -41,7 +41,7 @@ use tokio::time::Instant;
 
 use super::core::{Observer, Priority};
 use crate::workqueue::InMemoryMetrics;
-use crate::workqueue::metrics::{
+use crate::workqueue::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, MetricsSnapshot,
     SettableGaugeMetric,
 };

@@ -67,11 +67,8 @@ use super::{
     metrics::{PriorityQueueMetrics, Provider},
 };
 use crate::workqueue::{
-    Claim, Error, Release,
-    queue::UNFINISHED_WORK_UPDATE_PERIOD,
-    rate_limiter::{
-        DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter, RateLimiter,
-    },
+    Claim, DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, Error, ItemExponentialFailureRateLimiter,
+    RateLimiter, Release, UNFINISHED_WORK_UPDATE_PERIOD,
     sync::{Mutex, MutexGuard, lock},
 };
 

@@ -6,8 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::{AddOpts, InMemoryPriorityMetrics, Opts, PriorityQueue, Provider};
 use crate::workqueue::{
-    InMemoryMetrics, MetricsProvider,
-    rate_limiter::{ItemExponentialFailureRateLimiter, RateLimiter},
+    InMemoryMetrics, ItemExponentialFailureRateLimiter, MetricsProvider, RateLimiter,
 };
 
 const MS: Duration = Duration::from_millis(1);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate as controlloop;
 use crate::book::plot::{Figure, Scale, SeriesLabelPosition, plain, seconds};
-use crate::workqueue::rate_limiter::{DEFAULT_BURST, DEFAULT_MAX_DELAY};
+use crate::workqueue::{DEFAULT_BURST, DEFAULT_MAX_DELAY};
 
 /// Chapter 02's first figure: each series' delay by failure number of one key, on a log scale,
 /// with the limiter's ceiling and the first failure that reaches it marked. A series is a
