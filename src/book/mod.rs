@@ -3,7 +3,7 @@
 //! No upstream file: this is the executable book's own support.
 //!
 //! - [`mod@chapters`]: the registry. Each chapter is listed once, with the experiments
-//!   `cargo run --release` runs for it; the same list makes every chapter a doctest.
+//!   `cargo run` runs for it; the same list makes every chapter a doctest.
 //! - [`snap`]: named insta snapshots in the top-level `snapshots/` folder.
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
 //! - [`bands`]: the table of every band the book pins.

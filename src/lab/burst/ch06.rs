@@ -1,5 +1,5 @@
 //! Chapter 06's experiments ("The deduplication you rely on isn't always on"), shared by the
-//! chapter's doctests and `cargo run --release`. Each function runs, checks the durable
+//! chapter's doctests and `cargo run`. Each function runs, checks the durable
 //! claims, records its snapshot and returns what it measured, so the chapter can assert more on
 //! top. Every storm runs through [`super::run`], whose body for the faithful controller is the
 //! chapter's first block.
@@ -295,7 +295,7 @@ pub fn run_virtual() {
     }
 }
 
-/// How many times `cargo run --release` repeats the essay's storm under the real clock.
+/// How many times `cargo run` repeats the essay's storm under the real clock.
 pub const REAL_ESSAY_REPEATS: usize = 5;
 
 /// Everything the chapter shows under the real clock (the `cargo run` experiment), and this
