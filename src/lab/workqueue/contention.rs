@@ -201,6 +201,7 @@ pub fn ch01_contention_virtual() {
 /// The real-clock run, repeated (2 runs under `cargo test`, 20 under `cargo run`).
 pub fn ch01_contention_real() {
     // book: ch01_contention_real
+    use controlloop::book::measured::command_run;
     use controlloop::lab::rig;
     use controlloop::lab::workqueue::contention::{
         ADDS, KEYS, bands, through_channel, through_queue,
@@ -211,11 +212,7 @@ pub fn ch01_contention_real() {
     fn yield_once(_key: usize) -> Duration {
         Duration::ZERO
     }
-    let runs = if controlloop::book::measured::command_run() {
-        20
-    } else {
-        2
-    };
+    let runs = if command_run() { 20 } else { 2 }; // 20 under `cargo run`
     let (mut queue_runs, mut channel_runs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let start = Instant::now();
