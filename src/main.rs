@@ -324,33 +324,6 @@ fn finish(out: PathBuf, serve: bool, port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::outside_rows;
-
-    #[test]
-    fn outside_rows_reads_both_table_shapes() {
-        let columns = "figure               essay   band            verdict\n\
-                       queue reconciles    148497   [64..=32000]    outside\n\
-                       channel violations   21940   [0..=64000]     inside\n";
-        assert_eq!(
-            outside_rows(columns),
-            [(
-                "queue reconciles 148497 [64..=32000]".to_owned(),
-                "outside".to_owned()
-            )]
-        );
-        let markdown = "| the essay reports | ours | band | verdict |\n|---|---|---|---|\n\
-                        | about 24 | 11 | [16..=91] | inside the band; unlike the count |\n\
-                        | about 99 | 11 | [16..=91] | outside the band; unlike the count |\n";
-        assert_eq!(
-            outside_rows(markdown),
-            [("about 99".to_owned(), "outside the band".to_owned())]
-        );
-        assert!(outside_rows(&markdown.replace("outside", "inside")).is_empty());
-    }
-}
-
 /// The `costs` subcommand: optionally runs every benchmark, then writes the appendix's table.
 fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
     use controlloop::book::costs;
@@ -383,4 +356,31 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
         path.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outside_rows;
+
+    #[test]
+    fn outside_rows_reads_both_table_shapes() {
+        let columns = "figure               essay   band            verdict\n\
+                       queue reconciles    148497   [64..=32000]    outside\n\
+                       channel violations   21940   [0..=64000]     inside\n";
+        assert_eq!(
+            outside_rows(columns),
+            [(
+                "queue reconciles 148497 [64..=32000]".to_owned(),
+                "outside".to_owned()
+            )]
+        );
+        let markdown = "| the essay reports | ours | band | verdict |\n|---|---|---|---|\n\
+                        | about 24 | 11 | [16..=91] | inside the band; unlike the count |\n\
+                        | about 99 | 11 | [16..=91] | outside the band; unlike the count |\n";
+        assert_eq!(
+            outside_rows(markdown),
+            [("about 99".to_owned(), "outside the band".to_owned())]
+        );
+        assert!(outside_rows(&markdown.replace("outside", "inside")).is_empty());
+    }
 }

@@ -302,9 +302,11 @@ impl Figure {
             Some(labels) => {
                 let i = v.round();
                 let on_tick = (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len();
-                on_tick
-                    .then(|| labels[i as usize].clone())
-                    .unwrap_or_default()
+                if on_tick {
+                    labels[i as usize].clone()
+                } else {
+                    String::new()
+                }
             }
             None => x_format(*v),
         };
