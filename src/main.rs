@@ -342,7 +342,16 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
-    let estimates = costs::collect(&target.join("criterion"))?;
+    if run {
+        match costs::run_upstream_bench(&target) {
+            Ok(true) => {}
+            Ok(false) => eprintln!("no Go toolchain on PATH: client-go's rows are left out"),
+            Err(e) => eprintln!("client-go's rows are left out: {e}"),
+        }
+    }
+    let mut estimates = costs::collect(&target.join("criterion"))?;
+    estimates.extend(costs::collect_upstream(&target)?);
+    estimates.sort_by(|a, b| a.id.cmp(&b.id));
     if estimates.is_empty() {
         bail!(
             "no saved estimates under {}: run `cargo bench` or pass --run",
