@@ -41,7 +41,7 @@ pub fn ch13_stranded() -> Moved {
 /// Chapter 02's bucket: 120 fresh keys' first failures.
 pub fn ch13_bucket() -> Moved {
     // book: ch13_bucket
-    let table = |release| rig::paused(async move { bucket(release) }); // the limiter's clock
+    let table = |release| rig::paused(async move { bucket(release).0 }); // the limiter's clock
     let moved = Moved::between("ch02_bucket", V0_22, V0_24, table);
     moved.assert_moved(
         &["101  100ms", "102  200ms", "120  2s"],
@@ -98,7 +98,7 @@ pub fn ch13_remedy() -> Moved {
 
 /// Chapter 02's per-key table, which does not move.
 pub fn ch13_unmoved() -> Moved {
-    let table = |release| rig::paused(async move { default_limiter(release) });
+    let table = |release| rig::paused(async move { default_limiter(release).0 });
     let moved = Moved::between("ch02_default_limiter", V0_22, V0_24, table);
     moved.assert_unchanged();
     moved

@@ -8,8 +8,68 @@
 //! v0.24's default is its priority queue with the exponential limiter alone. The runs that
 //! depend on the controller's queue or limiter take a [`Release`] and run under both.
 
+use std::time::Duration;
+
 use crate as controlloop;
+use crate::book::plot::{Figure, Scale, SeriesLabelPosition, plain, seconds};
+use crate::workqueue::{DEFAULT_BURST, DEFAULT_MAX_DELAY};
 use controlloop::controller::{QueueKind, Release, Request, RequestQueue};
+
+/// Chapter 02's first figure: each series' delay by failure number of one key, on a log scale,
+/// with the limiter's ceiling and the first failure that reaches it marked. A series is a
+/// limiter's delays for failures 1, 2, 3, … (a second limiter draws beside the first).
+pub fn limiter_figure(series: &[(&str, &[Duration])]) -> Figure {
+    let ceiling = DEFAULT_MAX_DELAY.as_secs_f64();
+    let mut figure = Figure::new(
+        "ch02_default_limiter",
+        "One key failing again and again: its delays (virtual time)",
+    )
+    .x("failure of the same key", Scale::Linear, plain)
+    .y("delay before the retry (log scale)", Scale::Log, seconds)
+    .legend(SeriesLabelPosition::LowerRight);
+    for (label, delays) in series {
+        figure = figure.points(*label, numbered(delays));
+    }
+    figure = figure.level(
+        format!("the ceiling, {} s ({})", plain(ceiling), seconds(ceiling)),
+        ceiling,
+    );
+    let mut marked = Vec::new();
+    for (_, delays) in series {
+        let first = delays.iter().position(|d| *d >= DEFAULT_MAX_DELAY);
+        if let Some(n) = first.map(|i| i + 1).filter(|n| !marked.contains(n)) {
+            marked.push(n);
+            figure = figure.mark(format!("failure {n}: the first at the ceiling"), n as f64);
+        }
+    }
+    figure
+}
+
+/// Chapter 02's second figure: each series' delay for fresh keys that fail once each, back to
+/// back, with the end of the default bucket's burst marked.
+pub fn bucket_figure(series: &[(&str, &[Duration])]) -> Figure {
+    let mut figure = Figure::new(
+        "ch02_bucket",
+        "Fresh keys failing once each, back to back: their delays (virtual time)",
+    )
+    .x("key, in the order they failed", Scale::Linear, plain)
+    .y("delay before the retry", Scale::Linear, seconds);
+    for (label, delays) in series {
+        figure = figure.points(*label, numbered(delays));
+    }
+    figure.mark(
+        format!("key {DEFAULT_BURST}: the bucket's burst spent"),
+        f64::from(DEFAULT_BURST),
+    )
+}
+
+/// `delays` as points (n, seconds), n counting from 1.
+fn numbered(delays: &[Duration]) -> Vec<(f64, f64)> {
+    (1..)
+        .zip(delays)
+        .map(|(n, d)| (f64::from(n), d.as_secs_f64()))
+        .collect()
+}
 
 // book: ch02_forget_without_done
 /// What a worker that forgot `done` leaves behind.
@@ -79,11 +139,11 @@ pub fn ch02_forget_without_done() {
 
 // book: ch02_default_limiter
 /// The delays of one key failing 1000 times in a row, under the limiter a controller of
-/// `release` gets when it sets none; the table keeps the rows where the formula bends.
-pub fn default_limiter(release: Release) -> String {
+/// `release` gets when it sets none: the table of the rows where the formula bends, and every
+/// delay.
+pub fn default_limiter(release: Release) -> (String, Vec<Duration>) {
     use controlloop::lab::workqueue::human;
     use std::fmt::Write;
-    use std::time::Duration;
     let limiter = release.default_rate_limiter();
     let delays: Vec<Duration> = (0..1000).map(|_| limiter.when(&"default/web")).collect();
 
@@ -100,28 +160,27 @@ pub fn default_limiter(release: Release) -> String {
     for n in [1, 2, 18, first_at_ceiling, 1000] {
         writeln!(table, "{n:>7}  {}", human(delays[n - 1])).unwrap();
     }
-    table
+    (table, delays)
 }
 // book: end ch02_default_limiter
 
 /// [`default_limiter`] on both releases (the same table); snapshot `ch02_default_limiter`.
 pub fn ch02_default_limiter() {
     controlloop::lab::rig::paused(async {
-        assert_eq!(
-            default_limiter(Release::V0_22),
-            default_limiter(Release::V0_24)
-        );
-        controlloop::book::snap::text("ch02_default_limiter", default_limiter(Release::default()));
+        let (table, delays) = default_limiter(Release::V0_22);
+        assert_eq!(table, default_limiter(Release::V0_24).0);
+        let series = [("controller-runtime v0.22 default", &delays[..30])];
+        limiter_figure(&series).publish().unwrap();
+        controlloop::book::snap::text("ch02_default_limiter", table);
     });
 }
 
 // book: ch02_bucket
 /// The first failure of 120 fresh keys, back to back, under the limiter a controller of
-/// `release` gets when it sets none.
-pub fn bucket(release: Release) -> String {
+/// `release` gets when it sets none: the table, and every delay.
+pub fn bucket(release: Release) -> (String, Vec<Duration>) {
     use controlloop::lab::workqueue::human;
     use std::fmt::Write;
-    use std::time::Duration;
     let limiter = release.default_rate_limiter();
     let keys: Vec<String> = (1..=120).map(|i| format!("default/obj-{i:03}")).collect();
     let delays: Vec<Duration> = keys.iter().map(|key| limiter.when(key)).collect();
@@ -145,17 +204,18 @@ pub fn bucket(release: Release) -> String {
     for i in [1, 100, 101, 102, 120] {
         writeln!(table, "{i:>3}  {}", human(delays[i - 1])).unwrap();
     }
-    table
+    (table, delays)
 }
 // book: end ch02_bucket
 
 /// [`bucket`] on both releases; the book's release is the snapshot (`ch02_bucket`).
 pub fn ch02_bucket() {
     controlloop::lab::rig::paused(async {
-        for release in Release::ALL {
-            bucket(release);
-        }
-        controlloop::book::snap::text("ch02_bucket", bucket(Release::default()));
+        let (_, v0_22) = bucket(Release::V0_22);
+        let (table, _) = bucket(Release::V0_24);
+        let series = [("controller-runtime v0.22 default", &v0_22[..])];
+        bucket_figure(&series).publish().unwrap();
+        controlloop::book::snap::text("ch02_bucket", table);
     });
 }
 
