@@ -309,6 +309,19 @@ impl Cluster {
         rv
     }
 
+    /// Restarts the server with its data kept (etcd survives): every open watch ends, and the
+    /// new server never resumes one from a revision the old one served (410 Expired, as after
+    /// compaction), so every informer relists. Objects and their resourceVersions are kept;
+    /// the head moves on by one revision. Returns the new head.
+    pub fn restart(&self) -> u64 {
+        let head = self.shared.storage.lock().restart();
+        self.shared.signal.send_modify(|s| {
+            s.head = head;
+            s.closes += 1;
+        });
+        head
+    }
+
     /// Writes `obj` (create or replace, no resourceVersion check) without any watch event.
     /// The write takes a revision, so a relist sees it; a resync of a cache cannot.
     pub fn silent_write<K>(&self, obj: &K) -> Result<K, ApiError>

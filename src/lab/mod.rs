@@ -10,6 +10,7 @@
 
 pub mod burst;
 pub mod edge;
+pub mod faults;
 pub mod fifo;
 pub mod method;
 pub mod resync;
