@@ -187,7 +187,10 @@ fn the_survival_check_fires_on_each_broken_condition() {
         "controller restart mid-burst: level ends wrong: 2 widgets",
     );
     fires(broken(&|r| r.level.quiet = false), "never got quiet");
-    fires(broken(&|r| r.level.left_in_queue.dirty = 1), "level left");
+    fires(
+        broken(&|r| r.level.left_in_queue.dirty = 1),
+        "level left Backlog { queued: 0, delayed: 0, dirty: 1, processing: 0 } in its queue",
+    );
     fires(
         broken(&|r| {
             r.level.left_at_shutdown = Some(controlloop::lab::faults::Backlog {
@@ -195,7 +198,7 @@ fn the_survival_check_fires_on_each_broken_condition() {
                 ..Default::default()
             })
         }),
-        "a key was still held after shutdown",
+        "1 key(s) still held after shutdown",
     );
     fires(
         broken(&|r| r.fault = Fault::WatchClosed),
@@ -203,6 +206,31 @@ fn the_survival_check_fires_on_each_broken_condition() {
     );
     fires(
         broken(&|r| r.level.max_holders_per_key = 2),
-        "two level reconciles of one widget at once",
+        "2 level reconciles of one widget at once",
     );
+}
+
+/// Every fault has its test here, named after it, and its row in chapter 12's table, in the
+/// order of `Fault::ALL`.
+#[test]
+fn every_fault_has_a_test_and_a_row_in_the_chapter() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let tests = std::fs::read_to_string(format!("{root}/tests/faults_matrix.rs")).unwrap();
+    let chapter = std::fs::read_to_string(format!(
+        "{root}/chapters/12-watches-are-the-optimisation.md"
+    ))
+    .unwrap();
+    let rows: Vec<&str> = chapter
+        .lines()
+        .filter_map(|l| l.strip_prefix("{{#include ../snapshots/ch12_row_"))
+        .filter_map(|l| l.strip_suffix(".snap:4:}}"))
+        .collect();
+    let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+    assert_eq!(rows, names, "the chapter's table rows");
+    for name in names {
+        assert!(
+            tests.contains(&format!("\nfn {name}() {{")),
+            "no test named {name}"
+        );
+    }
 }

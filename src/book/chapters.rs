@@ -93,6 +93,9 @@ chapters! {
     ],
     ch09_spoken_drills = "09-spoken-drills.md" [],
     ch10_what_varies = "10-what-varies.md" [],
+    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" [
+        faults => lab::faults::experiment,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -126,7 +126,7 @@ impl Hooks {
 
 /// The level design's handler hook: a predicate that calls [`Hooks::event`] for every event
 /// and lets it through.
-struct Heard(Arc<Hooks>);
+pub struct Heard(pub Arc<Hooks>);
 
 impl Predicate<Widget> for Heard {
     fn matches(&self, _event: &Event<Widget>) -> bool {
@@ -167,8 +167,8 @@ pub fn start_level(
 }
 // book: end ch12_level
 
-/// The payload an event on `widget` carries.
-fn payload(widget: &Widget, change: Change) -> Payload {
+/// The payload an event on `widget` carries (chapter 07's, [`Payload`]).
+pub fn payload(widget: &Widget, change: Change) -> Payload {
     let meta = &widget.metadata;
     Payload {
         request: Request::new(
@@ -399,5 +399,48 @@ impl Process {
             Queue::Level(c) => c.abort(),
             Queue::Edge(q) => q.shut_down(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panics(f: impl FnOnce()) -> bool {
+        quiet_injected_panics();
+        std::panic::catch_unwind(AssertUnwindSafe(f)).is_err()
+    }
+
+    #[test]
+    fn every_nth_reconcile_from_the_arming_on_panics() {
+        let hooks = Hooks::new();
+        assert_eq!(hooks.reconcile(), Ok(()));
+        hooks.panic_every(3);
+        let pattern: Vec<bool> = (0..6).map(|_| panics(|| drop(hooks.reconcile()))).collect();
+        assert_eq!(pattern, [false, false, true, false, false, true]);
+        assert_eq!(hooks.reconciles(), 7, "panicked reconciles count too");
+    }
+
+    #[test]
+    fn the_armed_event_panics_once() {
+        let hooks = Hooks::new();
+        hooks.event();
+        hooks.panic_on_next_event();
+        assert!(panics(|| hooks.event()));
+        assert!(!panics(|| hooks.event()), "a second time");
+        assert_eq!(hooks.events(), 3);
+    }
+
+    #[test]
+    fn an_outage_fails_reconciles_only_while_it_lasts() {
+        crate::lab::rig::paused(async {
+            let hooks = Hooks::new();
+            hooks.outage(Duration::from_millis(100));
+            assert_eq!(hooks.reconcile(), Err(Unavailable));
+            tokio::time::sleep(Duration::from_millis(99)).await;
+            assert_eq!(hooks.reconcile(), Err(Unavailable));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert_eq!(hooks.reconcile(), Ok(()));
+        });
     }
 }

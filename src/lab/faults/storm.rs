@@ -77,6 +77,7 @@ impl Writer {
     pub async fn set(&mut self, name: &str, value: i32) {
         let patch = serde_json::json!({ "spec": { "replicas": value } });
         let params = PatchParams::default();
+        // Bounded, like every wait of a run (keeps I2).
         let written = within(self.limit, "a write was never accepted", async {
             loop {
                 match self.api.patch(name, &params, &Patch::Merge(&patch)).await {
@@ -127,7 +128,7 @@ impl Writer {
 }
 
 /// A widget `NAMESPACE/name` with `replicas`.
-fn widget(name: &str, replicas: i32) -> Widget {
+pub fn widget(name: &str, replicas: i32) -> Widget {
     let mut w = Widget::new(
         name,
         WidgetSpec {
@@ -156,7 +157,8 @@ pub struct Node {
 }
 
 impl Node {
-    fn new(design: Design, api: &Api<Widget>, world: &Arc<Downstream>, setup: Setup) -> Self {
+    /// A supervisor for processes of `design`, none started yet.
+    pub fn new(design: Design, api: &Api<Widget>, world: &Arc<Downstream>, setup: Setup) -> Self {
         Node {
             design,
             api: api.clone(),
@@ -198,7 +200,9 @@ impl Node {
         self.starts.saturating_sub(1)
     }
 
-    fn restart_if_crashed(&mut self) {
+    /// Restarts the process if an event handler panic crashed it.
+    pub fn restart_if_crashed(&mut self) {
+        // Keeps I3: the crashed process is gone, a new one starts from the cluster.
         if self.process.as_ref().is_some_and(Process::crashed) {
             self.kill();
             self.start();
@@ -225,7 +229,7 @@ impl Node {
     /// held and run nothing for `setup.quiet` in a row, restarting it if it crashes
     /// meanwhile; at most `setup.limit`. Whether it got there.
     pub async fn quiesce(&mut self, heard: &BTreeMap<String, u64>) -> bool {
-        let deadline = Instant::now() + self.setup.limit;
+        let deadline = Instant::now() + self.setup.limit; // keeps I2
         let mut quiet_since = Instant::now();
         while Instant::now() < deadline {
             self.restart_if_crashed();
@@ -239,7 +243,8 @@ impl Node {
         false
     }
 
-    fn backlog(&self) -> Backlog {
+    /// What the running process's queue holds (nothing if none runs).
+    pub fn backlog(&self) -> Backlog {
         self.process
             .as_ref()
             .map(Process::backlog)
@@ -322,7 +327,7 @@ pub async fn faulty_write(fault: Fault, w: &mut Writer, node: &mut Node, name: &
 
 /// Whether a request was a list of widgets: a plain LIST, or a streaming list (a watch with
 /// `sendInitialEvents=true`, the default at 1.36).
-fn is_list(r: &RequestRecord) -> bool {
+pub fn is_list(r: &RequestRecord) -> bool {
     r.method == "GET"
         && r.path.ends_with("/widgets")
         && (!r.is_watch() || r.query.contains("sendInitialEvents=true"))
@@ -337,9 +342,10 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
     let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
     let names: Vec<String> = (0..setup.objects).map(|i| format!("w-{i}")).collect();
     for name in &names {
+        // Stored before anyone watches: the first list brings them.
         cluster
             .silent_write(&widget(name, 0))
-            .expect("a new widget"); // before anyone watches
+            .expect("a new widget");
     }
     let world = Downstream::new(setup.cost); // what the controller drives
     let mut node = Node::new(design, &api, &world, setup);
@@ -369,7 +375,6 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
         let relisted = node.quiesce(&w.heard).await;
         assert!(relisted, "{design:?} never went quiet after the relist");
     }
-    // book: end ch12_run
     let lists = cluster.requests().iter().filter(|r| is_list(r)).count() as u64;
     Outcome {
         design,
@@ -384,4 +389,5 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
         reconciles: node.hooks.reconciles() - reconciles,
         max_holders_per_key: world.max_holders_per_key(),
     }
+    // book: end ch12_run
 }
