@@ -102,7 +102,7 @@ impl Hooks {
         let n = self.reconciles.fetch_add(1, Ordering::SeqCst) + 1;
         let every = self.panic_every.load(Ordering::SeqCst);
         let since = n.saturating_sub(self.panic_base.load(Ordering::SeqCst));
-        if every > 0 && since % every == 0 {
+        if every > 0 && since.is_multiple_of(every) {
             panic!("{INJECTED} reconcile {n} panics");
         }
         match *self.outage.lock() {
