@@ -113,6 +113,15 @@ fn reconciler_errors_then_recovers() {
     assert!(r.edge.reconciles > 4 * r.level.reconciles);
 }
 
+/// The same row with controller-runtime v0.24's default backoff (no shared bucket): the
+/// payloads come back in the order their own backoffs end, and the edge design ends wrong.
+#[test]
+fn reconciler_errors_with_per_item_backoff_only() {
+    let r = controlloop::lab::faults::errors_with_per_item_backoff();
+    snap::text("ch12_errors_per_item_backoff", r.line());
+    assert_eq!(wrong(&r.edge), ["w-2", "w-3"], "{:?}", r.edge.wrong);
+}
+
 #[test]
 fn event_handler_panics() {
     let r = row(Fault::HandlerPanics);

@@ -59,5 +59,10 @@ pub use claim::{Claim, Release};
 pub use delaying::DelayingQueue;
 pub use metrics::{InMemoryMetrics, MetricsProvider, MetricsSnapshot};
 pub use queue::{Error, Queue, QueueConfig};
-pub use rate_limiter::{RateLimiter, default_controller_rate_limiter};
+pub use rate_limiter::{
+    BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
+    InvalidLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
+    RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter,
+    default_item_based_rate_limiter,
+};
 pub use rate_limiting::RateLimitingQueue;

@@ -21,6 +21,7 @@ use kube::api::Api;
 use parking_lot::Mutex;
 use tokio::{task::JoinHandle, time::Instant};
 
+use super::Setup;
 use crate::{
     cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{
@@ -28,7 +29,10 @@ use crate::{
     },
     lab::edge::{Change, Command, Design, Downstream, Payload, Unavailable},
     resources::Widget,
-    workqueue::{RateLimitingQueue, default_controller_rate_limiter},
+    workqueue::{
+        DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter, MaxOfRateLimiter,
+        RateLimitingQueue, default_controller_rate_limiter,
+    },
 };
 
 /// Every panic a hook raises starts with this, so [`quiet_injected_panics`] can tell them from
@@ -124,6 +128,34 @@ impl Hooks {
     }
 }
 
+/// The backoff both designs retry a failed reconcile with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Backoff {
+    /// client-go's default controller limiter, controller-runtime v0.22's default: the larger
+    /// of a per-item exponential backoff (5 ms to 1000 s) and one token bucket shared by all
+    /// items (10 per second, burst 100).
+    #[default]
+    ControllerDefault,
+    /// The per-item exponential backoff alone, controller-runtime v0.24's default with its
+    /// priority queue (v0.24.1 `pkg/controller/controller.go`).
+    PerItem,
+}
+
+impl Backoff {
+    /// A limiter of this kind.
+    pub fn limiter<T>(self) -> MaxOfRateLimiter<T>
+    where
+        T: Eq + std::hash::Hash + Clone + Send + Sync + 'static,
+    {
+        match self {
+            Backoff::ControllerDefault => default_controller_rate_limiter(),
+            Backoff::PerItem => MaxOfRateLimiter::new(vec![Box::new(
+                ItemExponentialFailureRateLimiter::new(DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY),
+            )]),
+        }
+    }
+}
+
 /// The level design's handler hook: a predicate that calls [`Hooks::event`] for every event
 /// and lets it through.
 pub struct Heard(pub Arc<Hooks>);
@@ -143,10 +175,11 @@ pub fn start_level(
     informer: &Informer,
     world: Arc<Downstream>,
     hooks: Arc<Hooks>,
-    workers: usize,
+    setup: Setup,
 ) -> Controller<Widget> {
     Controller::builder("level")
-        .max_concurrent_reconciles(workers)
+        .max_concurrent_reconciles(setup.workers)
+        .with_rate_limiter(setup.backoff.limiter())
         .with_predicate(Heard(hooks.clone())) // the handler's hook: slow, or panics
         .build(informer, move |request: Request, ctx: Context<Widget>| {
             let (world, hooks) = (world.clone(), hooks.clone());
@@ -188,9 +221,9 @@ pub fn start_edge(
     informer: &Informer,
     world: Arc<Downstream>,
     hooks: Arc<Hooks>,
-    workers: usize,
+    setup: Setup,
 ) -> (RateLimitingQueue<Payload>, Vec<JoinHandle<()>>) {
-    let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+    let queue = RateLimitingQueue::new(setup.backoff.limiter());
     let (q, h) = (queue.clone(), hooks.clone());
     let on_event = move |widget: &Widget, change: Change| {
         h.event(); // the handler's hook: slow, or panics
@@ -215,7 +248,7 @@ pub fn start_edge(
         .add_event_handler(handler)
         .expect("a fresh informer accepts handlers");
     let spawn = |_| tokio::spawn(edge_worker(queue.clone(), world.clone(), hooks.clone()));
-    let workers = (0..workers.max(1)).map(spawn).collect();
+    let workers = (0..setup.workers.max(1)).map(spawn).collect();
     (queue, workers)
 }
 
@@ -309,7 +342,7 @@ impl Process {
         api: &Api<Widget>,
         world: &Arc<Downstream>,
         hooks: &Arc<Hooks>,
-        workers: usize,
+        setup: Setup,
     ) -> Process {
         let options = InformerOptions::new(Duration::ZERO);
         let informer = Arc::new(SharedIndexInformer::new(api.clone(), options));
@@ -317,7 +350,7 @@ impl Process {
         let mut tasks = Vec::new();
         let queue = match design {
             Design::Level => {
-                let c = start_level(&informer, world, hooks, workers);
+                let c = start_level(&informer, world, hooks, setup);
                 let run = c.clone();
                 tasks.push(tokio::spawn(async move {
                     let _ = run.run(futures::future::pending()).await;
@@ -325,7 +358,7 @@ impl Process {
                 Queue::Level(c)
             }
             Design::Edge => {
-                let (q, workers) = start_edge(&informer, world, hooks, workers);
+                let (q, workers) = start_edge(&informer, world, hooks, setup);
                 tasks.extend(workers);
                 Queue::Edge(q)
             }

@@ -53,7 +53,7 @@ use crate::{
 };
 
 pub use designs::{
-    Backlog, Heard, Hooks, Informer, Process, payload, quiet_injected_panics, start_edge,
+    Backlog, Backoff, Heard, Hooks, Informer, Process, payload, quiet_injected_panics, start_edge,
     start_level,
 };
 pub use storm::{
@@ -197,6 +197,8 @@ pub struct Setup {
     pub cost: Duration,
     /// Workers per controller.
     pub workers: usize,
+    /// The backoff both designs retry with.
+    pub backoff: Backoff,
     /// How long nothing may happen before a run counts as quiet.
     pub quiet: Duration,
     /// The bound on every wait of the run.
@@ -213,6 +215,7 @@ impl Setup {
             gap: Duration::from_millis(1),
             cost: Duration::from_millis(20),
             workers: 1,
+            backoff: Backoff::ControllerDefault,
             quiet: Duration::from_secs(1),
             limit: Duration::from_secs(600),
         }
@@ -341,6 +344,8 @@ impl Outcome {
 pub struct Row {
     /// The fault.
     pub fault: Fault,
+    /// The storm it ran in.
+    pub setup: Setup,
     /// The level-triggered controller.
     pub level: Outcome,
     /// The edge-triggered controller.
@@ -356,14 +361,21 @@ pub const SLOW_HANDLER_RECONCILES: Band<u64> = Band::new(
 );
 
 impl Row {
-    /// Runs both designs through `fault`, each on a fresh runtime.
+    /// Runs both designs through `fault` in its own storm ([`Fault::setup`]).
     pub fn run(fault: Fault) -> Row {
+        Row::run_in(fault, fault.setup())
+    }
+
+    /// Runs both designs through `fault` in `setup`, each on a fresh runtime: the real clock
+    /// for [`Fault::SlowHandler`], a paused one for every other fault.
+    pub fn run_in(fault: Fault, setup: Setup) -> Row {
         let one = |design| match fault {
-            Fault::SlowHandler => crate::lab::rig::real(run_async(design, fault, fault.setup())),
-            _ => crate::lab::rig::paused(run_async(design, fault, fault.setup())),
+            Fault::SlowHandler => crate::lab::rig::real(run_async(design, fault, setup)),
+            _ => crate::lab::rig::paused(run_async(design, fault, setup)),
         };
         Row {
             fault,
+            setup,
             level: one(Design::Level),
             edge: one(Design::Edge),
         }
@@ -379,8 +391,12 @@ impl Row {
                 .to_string(),
             _ => l.reconciles.to_string(),
         };
+        let backoff = match self.setup.backoff {
+            Backoff::ControllerDefault => "",
+            Backoff::PerItem => ", per-item backoff only",
+        };
         format!(
-            "| {} | {} | {} | {} · {} | {} · {} |",
+            "| {}{backoff} | {} | {} | {} · {} | {} · {} |",
             self.fault,
             l.verdict(),
             e.verdict(),
@@ -416,6 +432,21 @@ impl Row {
     }
 }
 
+/// The errors row again with controller-runtime v0.24's default backoff for both designs: the
+/// per-item exponential backoff without the shared bucket.
+pub fn errors_with_per_item_backoff() -> Row {
+    // book: ch12_per_item
+    let fault = Fault::ReconcilerErrors;
+    let setup = Setup {
+        backoff: Backoff::PerItem, // no bucket: each payload backs off on its own
+        ..fault.setup()
+    };
+    let row = Row::run_in(fault, setup);
+    row.check(); // the level design survives this one too
+    // book: end ch12_per_item
+    row
+}
+
 /// Every row of the matrix.
 pub fn matrix() -> Vec<Row> {
     Fault::ALL.iter().map(|&f| Row::run(f)).collect()
@@ -423,8 +454,11 @@ pub fn matrix() -> Vec<Row> {
 
 /// Runs the whole matrix, checks every row and records each row's snapshot
 /// (`ch12_row_NAME`), as chapter 12 shows them, and this run's measured values for the one
-/// real-clock row (`measured/ch12_slow_handler.md`).
+/// real-clock row (`measured/ch12_slow_handler.md`); then the errors row with the per-item
+/// backoff (`ch12_errors_per_item_backoff`).
 pub fn experiment() {
+    let per_item = errors_with_per_item_backoff();
+    crate::book::snap::text("ch12_errors_per_item_backoff", per_item.line());
     for row in matrix() {
         row.check();
         crate::book::snap::text(&format!("ch12_row_{}", row.fault.name()), row.line());

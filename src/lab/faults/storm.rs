@@ -175,7 +175,7 @@ impl Node {
     pub fn start(&mut self) {
         if self.process.is_none() {
             let (api, world, hooks) = (&self.api, &self.world, &self.hooks);
-            let p = Process::start(self.design, api, world, hooks, self.setup.workers);
+            let p = Process::start(self.design, api, world, hooks, self.setup);
             self.starts += 1;
             self.process = Some(p);
         }
