@@ -752,6 +752,25 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_keeps_the_objects_and_refuses_every_revision_it_served() {
+        let mut st = store(10);
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap(); // 2
+        st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
+        assert_eq!(st.restart(), 4);
+        assert_eq!((st.head(), st.compacted()), (4, 4)); // keeps I1, I2
+        for served in 1..=3 {
+            assert_eq!(st.events_after(served, 9).unwrap_err().code, 410);
+            assert_eq!(st.check_readable(served).unwrap_err().code, 410);
+        }
+        let kept = st.get(CONFIGMAPS, "d", "a").expect("the data is kept");
+        assert_eq!(kept.rv, a.rv);
+        assert_eq!(st.events_after(4, 9).unwrap().len(), 0);
+        let c = st.create(CONFIGMAPS, cm("c", "1"), t(), false).unwrap();
+        assert_eq!(c.rv, 5);
+        assert_eq!(st.events_after(4, 9).unwrap().len(), 1);
+    }
+
+    #[test]
     fn history_is_bounded_in_bytes_as_well_as_events() {
         let mut st = store(1_000);
         st.limits.history_bytes = 3 * (ENTRY_OVERHEAD + 10_200);
