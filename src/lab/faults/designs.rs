@@ -438,6 +438,7 @@ impl Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workqueue::RateLimiter;
 
     fn panics(f: impl FnOnce()) -> bool {
         quiet_injected_panics();
@@ -462,6 +463,36 @@ mod tests {
         assert!(panics(|| hooks.event()));
         assert!(!panics(|| hooks.event()), "a second time");
         assert_eq!(hooks.events(), 3);
+    }
+
+    /// The two settings are the limiters controller-runtime v0.22.5 and v0.24.1 hand an
+    /// unconfigured controller (`upstream/recorded/controller_runtime_v0.2{2,4}_default_limiter.txt`):
+    /// 120 fresh requests back to back wait 5 ms each with the per-item backoff alone, and
+    /// the 101st waits for the shared bucket with the controller default.
+    #[test]
+    fn the_two_backoffs_are_v0_22s_and_v0_24s_default_limiters() {
+        let fresh = |b: Backoff| -> Vec<Duration> {
+            let l = b.limiter::<String>();
+            (1..=120)
+                .map(|i| l.when(&format!("default/obj-{i:03}")))
+                .collect()
+        };
+        let five = Duration::from_millis(5);
+        assert!(fresh(Backoff::PerItem).iter().all(|d| *d == five));
+        let bucketed = fresh(Backoff::ControllerDefault);
+        assert!(bucketed[..100].iter().all(|d| *d == five));
+        assert!(
+            bucketed[100] >= Duration::from_millis(90),
+            "{:?}",
+            bucketed[100]
+        );
+        let one = Backoff::PerItem.limiter::<String>();
+        let delays: Vec<Duration> = (0..20).map(|_| one.when(&"w".to_string())).collect();
+        assert_eq!(
+            (delays[0], delays[1], delays[17]),
+            (five, 2 * five, 5 * 2u32.pow(17) * Duration::from_millis(1))
+        );
+        assert_eq!(delays[18], Duration::from_secs(1000), "capped at 1000 s");
     }
 
     #[test]
