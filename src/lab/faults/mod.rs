@@ -356,8 +356,8 @@ pub struct Row {
 pub const SLOW_HANDLER_RECONCILES: Band<u64> = Band::new(
     15,
     80,
-    "21 runs on 2 cores: 11 debug at load 6.5-7.6 gave 34..=41, 10 release at load 2.7-5.6 \
-     gave 33..=34; halved and doubled",
+    "30 runs on 2 cores: 19 dev-profile (`cargo test`) at load 2.5-7.6 gave 34..=41, \
+     11 release-profile at load 2.7-5.6 gave 33..=34; halved and doubled",
 );
 
 impl Row {
