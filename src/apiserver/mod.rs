@@ -78,7 +78,9 @@
 //!   missing), tables, dry-run or watch cache; see each module for its own list.
 //! - No persistence: a restarted server has lost every object. A server on a socket starts its
 //!   revisions above any an earlier run could have issued, so resuming from an old revision
-//!   is 410 Expired, as after compaction ([`ServerOptions::first_revision`]).
+//!   is 410 Expired, as after compaction ([`ServerOptions::first_revision`]). A test can
+//!   restart a server with its data kept ([`Cluster::restart`]): the same rule holds, every
+//!   revision it served before is compacted and every watch ends.
 //! - kubectl works (`get`, `get -w`, `create`, `replace`, `apply`, `label`, `patch`,
 //!   `delete`); it sends ConfigMaps as protobuf, which the `protobuf` module decodes for that kind
 //!   only. No OpenAPI documents are served, so `kubectl … -f FILE` needs `--validate=false`, and
@@ -331,6 +333,19 @@ impl Cluster {
         let rv = self.shared.storage.lock().compact();
         self.shared.signal.send_modify(|_| {});
         rv
+    }
+
+    /// Restarts the server with its data kept (etcd survives): every open watch ends, and the
+    /// new server never resumes one from a revision the old one served (410 Expired, as after
+    /// compaction), so every informer relists. Objects and their resourceVersions are kept;
+    /// the head moves on by one revision. Returns the new head.
+    pub fn restart(&self) -> u64 {
+        let head = self.shared.storage.lock().restart();
+        self.shared.signal.send_modify(|s| {
+            s.head = head;
+            s.closes += 1;
+        });
+        head
     }
 
     /// Writes `obj` (create or replace, no resourceVersion check) without any watch event.

@@ -9,7 +9,7 @@ use std::fmt::Display;
 
 use crate::book::band::Band;
 
-use crate::lab::{burst, workqueue};
+use crate::lab::{burst, faults, workqueue};
 
 /// One pinned band, for the table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -44,6 +44,11 @@ pub fn all() -> Vec<Pinned> {
             .iter()
             .map(|(name, band)| pinned(name, "06-deduplication.md", *band)),
     );
+    v.push(pinned(
+        "SLOW_HANDLER_RECONCILES",
+        "12-watches-are-the-optimisation.md",
+        faults::SLOW_HANDLER_RECONCILES,
+    ));
     v
 }
 

@@ -119,6 +119,9 @@ chapters! {
     ch10_what_varies = "10-what-varies.md" [
         ch10_bands => crate::book::bands::experiment,
     ],
+    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" [
+        faults => lab::faults::experiment,
+    ],
     ch13_when_upstream_moves = "13-when-upstream-moves.md" [
         ch13_moved => lab::moved::experiment,
     ],

@@ -19,6 +19,8 @@ pub mod drills;
 #[doc(hidden)]
 pub mod edge;
 #[doc(hidden)]
+pub mod faults;
+#[doc(hidden)]
 pub mod fifo;
 #[doc(hidden)]
 pub mod intro;

@@ -37,7 +37,7 @@
 //!
 //! Three structures: the queue (order), `dirty` (needs work) and `processing` (held by a
 //! worker). **Every queued item is dirty and not processing.** The numbered invariants are in
-//! [`queue_core`]; debug builds check them after every mutation.
+//! [`queue_core`]; debug builds check them after every mutation of a small queue.
 //!
 //! # Layout
 //!

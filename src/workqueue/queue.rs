@@ -177,6 +177,16 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         self.len() == 0
     }
 
+    /// Items in the dirty set: waiting to be handed out, or added again while held.
+    pub fn dirty_len(&self) -> usize {
+        self.lock().core.dirty_len()
+    }
+
+    /// Items in the processing set: held by a worker, not yet `done`.
+    pub fn processing_len(&self) -> usize {
+        self.lock().core.processing_len()
+    }
+
     /// Waits for an item and marks it processing. After shutdown it still returns every
     /// queued item, then `None`. Every `Some` must be followed by [`done`](Self::done);
     /// [`claim`](Self::claim) does that for you.

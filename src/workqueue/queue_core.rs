@@ -18,7 +18,8 @@
 //! # Invariants
 //!
 //! These hold after every method returns, and debug builds check them after every mutation
-//! ([`QueueCore::check_invariants`]).
+//! while the queue holds at most [`DEBUG_CHECK_MAX_ITEMS`] items
+//! ([`QueueCore::check_invariants`]; the check is linear, so a larger debug run stays linear).
 //!
 //! 1. **I1** Every queued item is dirty and not processing (client-go's own struct comment).
 //! 2. **I2** No item is queued twice.
@@ -112,6 +113,10 @@ impl Done {
         matches!(self, Done::RequeuedLast | Done::ReleasedLast)
     }
 }
+
+/// Debug builds check the invariants after every mutation only up to this many dirty and
+/// processing items: the check is one pass over them.
+pub const DEBUG_CHECK_MAX_ITEMS: usize = 1024;
 
 /// The queue, `dirty` and `processing`, and the shutdown flags. No locks, no time.
 #[derive(Debug)]
@@ -295,6 +300,7 @@ impl<T: Eq + Hash> QueueCore<T> {
 
     fn debug_check(&self) {
         if cfg!(debug_assertions)
+            && self.dirty.len() + self.processing.len() <= DEBUG_CHECK_MAX_ITEMS
             && let Err(e) = self.check_invariants()
         {
             panic!("workqueue invariant broken: {e}");

@@ -15,7 +15,8 @@
 //! ```
 //!
 //! # Invariants
-//! 1. `head` only grows, by exactly one per committed write; it is every object's newest
+//! 1. `head` only grows, by exactly one per committed write (and by one on
+//!    [`Storage::restart`], which compacts everything it skips); it is every object's newest
 //!    possible resourceVersion, and the resourceVersion of each stored object is the revision of
 //!    the write that produced it. The first revision is `compacted`: nothing before it can be
 //!    read or watched from (410), whatever an earlier run of the server issued.
@@ -245,6 +246,16 @@ impl Storage {
         self.history_bytes = 0;
         self.compacted = self.head; // keeps I2
         self.compacted
+    }
+
+    /// A restart with the data kept: the head moves one revision past every revision the old
+    /// server served, and all of them are compacted (I2 holds: the history is empty). A watch
+    /// resumed from any of them gets 410, as from a kube-apiserver whose new watch cache
+    /// starts above it. The one revision a write does not take (an exception to I1, as etcd's
+    /// `--bump-revision --mark-compacted`). Returns the new head.
+    pub fn restart(&mut self) -> u64 {
+        self.head = self.head.saturating_add(1);
+        self.compact()
     }
 
     /// Serialises `new` at the next revision and checks it against the size bounds (keeps I5):
@@ -738,6 +749,25 @@ mod tests {
         assert_eq!(a.rv, 1_000_001);
         assert_eq!(st.events_after(1_000_000, 9).unwrap().len(), 1);
         assert_eq!(st.check_readable(5).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn a_restart_keeps_the_objects_and_refuses_every_revision_it_served() {
+        let mut st = store(10);
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap(); // 2
+        st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
+        assert_eq!(st.restart(), 4);
+        assert_eq!((st.head(), st.compacted()), (4, 4)); // keeps I1, I2
+        for served in 1..=3 {
+            assert_eq!(st.events_after(served, 9).unwrap_err().code, 410);
+            assert_eq!(st.check_readable(served).unwrap_err().code, 410);
+        }
+        let kept = st.get(CONFIGMAPS, "d", "a").expect("the data is kept");
+        assert_eq!(kept.rv, a.rv);
+        assert_eq!(st.events_after(4, 9).unwrap().len(), 0);
+        let c = st.create(CONFIGMAPS, cm("c", "1"), t(), false).unwrap();
+        assert_eq!(c.rv, 5);
+        assert_eq!(st.events_after(4, 9).unwrap().len(), 1);
     }
 
     #[test]
