@@ -25,7 +25,8 @@ use super::Setup;
 use crate::{
     cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{
-        Context, Controller, Error, Event, Request, Result as ReconcileResult, predicate::Predicate,
+        Context, Controller, Error, Event, Request, RequestQueue, Result as ReconcileResult,
+        predicate::Predicate,
     },
     lab::edge::{Change, Command, Design, Downstream, Payload, Unavailable},
     resources::Widget,
@@ -178,6 +179,7 @@ pub fn start_level(
     setup: Setup,
 ) -> Controller<Widget> {
     Controller::builder("level")
+        .release(setup.release) // which controller-runtime's queue
         .max_concurrent_reconciles(setup.workers)
         .with_rate_limiter(setup.backoff.limiter())
         .with_predicate(Heard(hooks.clone())) // the handler's hook: slow, or panics
@@ -317,6 +319,22 @@ impl Backlog {
         }
     }
 
+    /// A controller's queue, whichever release built it. controller-runtime v0.24's priority
+    /// queue has no dirty set: a key re-added while held is counted as ready (`len`), and the
+    /// held keys are its locked ones.
+    fn of_requests(q: &RequestQueue) -> Self {
+        match (q.as_rate_limiting(), q.as_priority()) {
+            (Some(q), _) => Self::of(q),
+            (None, Some(q)) => Backlog {
+                queued: q.len(),
+                delayed: q.waiting_len(),
+                dirty: 0,
+                processing: q.locked_len(),
+            },
+            (None, None) => unreachable!("a controller queue is one of the two kinds"),
+        }
+    }
+
     /// Items anywhere in the queue.
     pub fn total(&self) -> usize {
         self.queued + self.delayed + self.dirty + self.processing
@@ -387,7 +405,7 @@ impl Process {
     /// What its queue holds now.
     pub fn backlog(&self) -> Backlog {
         match &self.queue {
-            Queue::Level(c) => Backlog::of(c.queue()),
+            Queue::Level(c) => Backlog::of_requests(c.queue()),
             Queue::Edge(q) => Backlog::of(q),
         }
     }

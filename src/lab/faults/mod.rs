@@ -49,6 +49,7 @@ use serde::Serialize;
 
 use crate::{
     book::band::Band,
+    controller::Release,
     lab::edge::{Design, Downstream},
 };
 
@@ -199,6 +200,9 @@ pub struct Setup {
     pub workers: usize,
     /// The backoff both designs retry with.
     pub backoff: Backoff,
+    /// The controller-runtime release the level design's controller follows (its queue).
+    #[serde(skip)]
+    pub release: Release,
     /// How long nothing may happen before a run counts as quiet.
     pub quiet: Duration,
     /// The bound on every wait of the run.
@@ -216,6 +220,7 @@ impl Setup {
             cost: Duration::from_millis(20),
             workers: 1,
             backoff: Backoff::ControllerDefault,
+            release: Release::V0_22, // the rate-limiting queue, beside the edge design's
             quiet: Duration::from_secs(1),
             limit: Duration::from_secs(600),
         }
