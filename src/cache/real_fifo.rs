@@ -108,6 +108,9 @@ pub(crate) struct Core<K> {
     unlock: bool,
     emit_bookmark: bool,
     batch_size: usize,
+    /// False only in the deliberately broken variant
+    /// ([`RealFifo::with_batches_across_the_initial_list`]).
+    batches_stop_at_initial_list: bool,
 }
 
 impl<K: Object> Core<K> {
@@ -254,8 +257,11 @@ impl<K: Object> Core<K> {
         let mut unique = HashSet::new();
         let mut n = 0;
         for (i, item) in self.items.iter().enumerate().take(self.batch_size) {
-            if self.initial_population_count > 0 && i >= self.initial_population_count {
-                break;
+            if self.batches_stop_at_initial_list
+                && self.initial_population_count > 0
+                && i >= self.initial_population_count
+            {
+                break; // keeps I2
             }
             if !item.delta_type.is_batchable() {
                 if n == 0 {
@@ -339,9 +345,22 @@ impl<K: Object> RealFifo<K> {
                 unlock: opts.unlock_while_processing,
                 emit_bookmark: opts.emit_delta_type_bookmark,
                 batch_size: opts.batch_size,
+                batches_stop_at_initial_list: true,
             })),
             name: opts.name.into(),
         })
+    }
+
+    /// **Deliberately broken**: a RealFIFO whose `pop_batch` ignores the initial-list boundary
+    /// (breaks I2). A batch then carries events that arrived after the first relist, flagged
+    /// as part of the initial list, and the FIFO reports synced only after handing them out. It
+    /// exists so that the model checks (`tests/fifo_model.rs`) can show their detectors firing.
+    pub fn with_batches_across_the_initial_list(
+        opts: RealFifoOptions<K>,
+    ) -> Result<Self, RealFifoOptionsError> {
+        let fifo = Self::new(opts)?;
+        fifo.shell.with(|c| c.batches_stop_at_initial_list = false);
+        Ok(fifo)
     }
 
     /// A RealFIFO in the non-atomic mode of 1.33–1.35, consulting `known`.
