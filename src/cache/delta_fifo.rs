@@ -412,3 +412,37 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
         &self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::cache::Delta;
+
+    fn cm(name: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        c.metadata.namespace = Some("ns".into());
+        Arc::new(c)
+    }
+
+    /// Upstream's `KeyOf`: a tombstone's own key, an object's through the key function, a
+    /// delta list's from its newest delta, and an error for an empty list.
+    #[test]
+    fn key_of_reads_tombstones_and_the_newest_delta() {
+        let fifo = DeltaFifo::<ConfigMap>::new(DeltaFifoOptions::default());
+        assert_eq!(fifo.key_of(&DeltaObject::Object(cm("a"))).unwrap(), "ns/a");
+        assert_eq!(
+            fifo.key_of(&tombstone("gone".into(), None)).unwrap(),
+            "gone"
+        );
+        let deltas = Deltas(vec![
+            Delta::new(DeltaType::Added, cm("a")),
+            Delta::tombstone("ns/b", None),
+        ]);
+        assert_eq!(fifo.key_of_deltas(&deltas).unwrap(), "ns/b");
+        let err = fifo.key_of_deltas(&Deltas::default()).unwrap_err();
+        assert_eq!(err.reason, ERR_ZERO_LENGTH_DELTAS);
+    }
+}

@@ -548,3 +548,99 @@ impl<K: Object> Queue<K> for RealFifo<K> {
         &self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::cache::{KeyError, Store};
+
+    fn cm(name: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        Arc::new(c)
+    }
+
+    fn names(deltas: &[Delta<ConfigMap>]) -> Vec<String> {
+        deltas
+            .iter()
+            .map(|d| d.object.object().unwrap().metadata.name.clone().unwrap())
+            .collect()
+    }
+
+    /// Upstream's `whileProcessing_locked`: the lock is released only in unlocked mode and
+    /// while fewer than twice the batch size are queued. Single-threaded runs cannot see the
+    /// difference, so the rule is read from the core.
+    #[test]
+    fn process_runs_unlocked_only_in_unlocked_mode_below_twice_the_batch_size() {
+        let unlocked_with = |unlock: bool, queued: usize| {
+            let fifo = RealFifo::<ConfigMap>::new(RealFifoOptions {
+                atomic_events: true,
+                unlock_while_processing: unlock,
+                batch_size: 3,
+                ..RealFifoOptions::default()
+            })
+            .unwrap();
+            for i in 0..queued {
+                fifo.add(cm(&i.to_string())).unwrap();
+            }
+            fifo.shell.read(|c| c.should_unlock())
+        };
+        assert!(unlocked_with(true, 5), "5 < 2 × 3: unlocked");
+        assert!(!unlocked_with(true, 6), "6 = 2 × 3: held");
+        assert!(!unlocked_with(false, 0), "locked mode: always held");
+    }
+
+    /// A delta whose key can no longer be made ends its batch and is part of it (upstream's
+    /// PopBatch). Unreachable with a key function that always agrees with itself, so this one
+    /// changes its mind after the deltas are queued.
+    #[test]
+    fn a_delta_whose_key_fails_ends_its_batch() {
+        let refuse = Arc::new(AtomicBool::new(false));
+        let r = refuse.clone();
+        let key_function: KeyFunc<ConfigMap> = Arc::new(move |o: &ConfigMap| {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if name == "b" && r.load(Ordering::SeqCst) {
+                return Err(KeyError {
+                    object: name,
+                    reason: "refused".into(),
+                });
+            }
+            Ok(name)
+        });
+        let fifo = RealFifo::new(RealFifoOptions {
+            key_function: Some(key_function),
+            known_objects: Some(Arc::new(Store::<ConfigMap>::new())),
+            ..RealFifoOptions::default()
+        })
+        .unwrap();
+        for n in ["a", "b", "c"] {
+            fifo.add(cm(n)).unwrap();
+        }
+        refuse.store(true, Ordering::SeqCst);
+        let batch = fifo
+            .try_pop_batch(|_, _| Ok::<_, ()>(()), |_, _| Ok(()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(names(&batch), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_named_constructors_build_upstream_modes() {
+        let known = RealFifo::<ConfigMap>::with_known_objects(Arc::new(Store::new()));
+        known.replace(vec![cm("a")], "7").unwrap();
+        assert_eq!(known.queued()[0].delta_type, DeltaType::Replaced);
+
+        let atomic = RealFifo::<ConfigMap>::atomic();
+        atomic.replace(vec![cm("a")], "7").unwrap();
+        atomic.bookmark("8").unwrap();
+        let types: Vec<DeltaType> = atomic.queued().iter().map(|d| d.delta_type).collect();
+        assert_eq!(types, [DeltaType::ReplacedAll, DeltaType::Bookmark]);
+        assert!(atomic.shell.read(|c| c.unlock), "1.36 informers unlock");
+        assert_eq!(atomic.key_of(&DeltaObject::Object(cm("a"))).unwrap(), "a");
+        assert!(atomic.key_of(&DeltaObject::SyncAll).is_err());
+    }
+}

@@ -410,4 +410,61 @@ mod tests {
         assert_eq!(q.get(), Get::Item(1));
         assert_eq!(q.get(), Get::ShutDown);
     }
+
+    /// Builds a core in a state no sequence of calls reaches, for the invariant checks.
+    fn corrupt(
+        queued: &[&'static str],
+        dirty: &[&'static str],
+        processing: &[&'static str],
+    ) -> QueueCore<&'static str> {
+        let mut q = QueueCore::new();
+        let QueueCore {
+            queue,
+            dirty: d,
+            processing: p,
+            hasher,
+            ..
+        } = &mut q;
+        for x in queued {
+            queue.push_back((hasher.hash_one(x), *x));
+        }
+        for (set, items) in [(d, dirty), (p, processing)] {
+            for x in items {
+                set.insert_unique(hasher.hash_one(x), *x, |y| hasher.hash_one(y));
+            }
+        }
+        q
+    }
+
+    #[test]
+    fn check_invariants_names_each_broken_invariant() {
+        assert_eq!(corrupt(&["a"], &["a"], &[]).check_invariants(), Ok(()));
+        let broken = [
+            (corrupt(&["a"], &[], &[]), "I1: a queued item is not dirty"),
+            (
+                corrupt(&["a"], &["a"], &["a"]),
+                "I1: a queued item is processing",
+            ),
+            (
+                corrupt(&["a", "a"], &["a"], &[]),
+                "I2: an item is queued twice",
+            ),
+            (
+                corrupt(&[], &["a"], &[]),
+                "I3: 1 dirty items are not processing but 0 are queued",
+            ),
+        ];
+        for (q, expected) in broken {
+            assert_eq!(q.check_invariants(), Err(expected.to_owned()));
+        }
+    }
+
+    /// Debug builds check the invariants after every mutation: a corrupted core panics on the
+    /// next add.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "workqueue invariant broken: I1: a queued item is not dirty")]
+    fn debug_builds_panic_on_the_first_mutation_after_an_invariant_breaks() {
+        corrupt(&["a"], &[], &[]).add("b");
+    }
 }

@@ -203,6 +203,8 @@ impl Model {
 struct Observed {
     keys: Vec<String>,
     len: usize,
+    is_empty: bool,
+    name: String,
     synced: bool,
     closed: bool,
 }
@@ -211,6 +213,8 @@ fn observe_core(f: &DeltaFifo<ConfigMap>) -> Observed {
     Observed {
         keys: f.queued_keys(),
         len: f.len(),
+        is_empty: f.is_empty(),
+        name: f.name().to_owned(),
         synced: f.has_synced(),
         closed: f.is_closed(),
     }
@@ -224,6 +228,8 @@ fn observe_model(m: &Model) -> Observed {
             .map(|(k, _)| NAMES[usize::from(*k)].to_owned())
             .collect(),
         len: m.queue.len(),
+        is_empty: m.queue.is_empty(),
+        name: "fuzz".to_owned(),
         synced: m.synced,
         closed: m.closed,
     }

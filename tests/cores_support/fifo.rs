@@ -268,10 +268,10 @@ pub fn decode_op(b: &mut Bytes<'_>) -> FifoOp {
         9 => FifoOp::Resync,
         10 => FifoOp::Bookmark(b.byte() % 4),
         11..=12 => FifoOp::Pop {
-            fail: b.byte() % 4 == 0,
+            fail: b.byte().is_multiple_of(4),
         },
         13..=14 => FifoOp::PopBatch {
-            fail: b.byte() % 4 == 0,
+            fail: b.byte().is_multiple_of(4),
         },
         15 => FifoOp::Close,
         _ => {

@@ -207,6 +207,8 @@ impl Model {
 struct Observed {
     items: Vec<D>,
     len: usize,
+    is_empty: bool,
+    name: String,
     synced: bool,
     closed: bool,
 }
@@ -319,12 +321,16 @@ pub fn check(
         let c = Observed {
             items: fifo.queued().iter().map(D::of).collect::<Vec<_>>(),
             len: fifo.len(),
+            is_empty: fifo.is_empty(),
+            name: fifo.name().to_owned(),
             synced: fifo.has_synced(),
             closed: fifo.is_closed(),
         };
         let m = Observed {
             items: model.items.clone(),
             len: model.items.len(),
+            is_empty: model.items.is_empty(),
+            name: "fuzz".to_owned(),
             synced: model.synced,
             closed: model.closed,
         };
