@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use controlloop::{
     apiserver,
     book::{self, site},
+    lab::{burst::ch06::ESSAY_RECONCILES, rig::ESSAY},
 };
 
 /// Runs every experiment the book shows, then builds the book as a website.
@@ -46,9 +47,9 @@ enum Command {
     /// List the experiments and the chapters that show them.
     List,
     /// Run the essay's write storm under the real clock and print a table to compare with the
-    /// essay (about 24 reconciles for 200 writes, 1 ms apart, behind a 20 ms reconciler).
+    /// essay's figure.
     Burst(BurstArgs),
-    /// Run the embedded Kubernetes API server in the foreground, logging every request.
+    /// Run the embedded Kubernetes API server in the foreground (state in memory only), logging every request.
     /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
     Apiserver {
         /// The port to listen on (127.0.0.1 only).
@@ -61,13 +62,13 @@ enum Command {
 #[derive(clap::Args)]
 struct BurstArgs {
     /// Number of writes.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = ESSAY.writes)]
     writes: u64,
     /// Gap between writes, in ms.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = ESSAY.gap.as_millis() as u64)]
     gap_ms: u64,
     /// Reconcile cost, in ms.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = ESSAY.cost.as_millis() as u64)]
     cost_ms: u64,
     /// The controller's workers.
     #[arg(long, default_value_t = 1)]
@@ -138,19 +139,6 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
                 failed.push(e.name);
             }
         }
-    }
-    if failed.is_empty() && chosen.iter().any(|e| e.name == "ch06_real") {
-        // The table a person can hold against the essay's numbers.
-        run_burst(&BurstArgs {
-            writes: 200,
-            gap_ms: 1,
-            cost_ms: 20,
-            workers: 1,
-            repeat: 5,
-            in_process: false,
-            virtual_time: false,
-            kubeconfig: None,
-        })?;
     }
     if !failed.is_empty() {
         bail!(
@@ -238,8 +226,11 @@ fn run_burst(args: &BurstArgs) -> anyhow::Result<()> {
     );
     print!("{}", Table(&reports));
     println!(
-        "\nthe essay (client-go, fake clientset): 200 writes x 1 ms x 20 ms -> about 24 \
-         reconciles; reconciles ~ span / cost + 1."
+        "\nthe essay (client-go, fake clientset): {} writes x {} ms x {} ms -> about \
+         {ESSAY_RECONCILES} reconciles; reconciles ~ span / cost + 1.",
+        ESSAY.writes,
+        ESSAY.gap.as_millis(),
+        ESSAY.cost.as_millis()
     );
     Ok(())
 }

@@ -1,16 +1,15 @@
 //! client-go's workqueue tests (`util/workqueue/*_test.go`, v0.36), rewritten by hand against
-//! the port. Each test names the upstream test it follows; the checklist is §9 items 1–17 of
-//! shared/reference/upstream-semantics.md. Upstream's fake clock is tokio's paused clock here:
+//! the port. Each test names the upstream test it follows (client-go v0.36.3,
+//! `util/workqueue/queue_test.go`, `delaying_queue_test.go`, `rate_limiting_queue_test.go`,
+//! `default_rate_limiters_test.go`). Upstream's fake clock is tokio's paused clock here:
 //! every wait is virtual, and every await that could hang has a timeout naming the deadlock.
 
 use std::{sync::Arc, time::Duration};
 
 use controlloop::workqueue::{
-    DelayingQueue, InMemoryMetrics, MetricsProvider, Queue, QueueConfig, RateLimitingQueue,
-    rate_limiter::{
-        ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
-        WithMaxWaitRateLimiter,
-    },
+    DelayingQueue, InMemoryMetrics, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
+    MaxOfRateLimiter, MetricsProvider, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    WithMaxWaitRateLimiter,
 };
 use futures::FutureExt;
 use tokio::time::{advance, timeout};

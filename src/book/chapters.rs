@@ -61,25 +61,46 @@ macro_rules! chapters {
 }
 
 chapters! {
-    ch00_introduction = "00-introduction.md" [],
+    ch00_introduction = "00-introduction.md" [
+        ch00_virtual_time => lab::intro::ch00_virtual_time,
+    ],
     ch01_two_small_sets = "01-two-small-sets.md" [
-        ch01_coalescing => || { lab::workqueue::ch01_coalescing(); },
-        ch01_contention => || { lab::workqueue::ch01_contention(); },
+        ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
+        ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
+        ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
+        ch01_essay => lab::workqueue::contention::ch01_essay,
     ],
     ch02_forget_is_not_done = "02-forget-is-not-done.md" [
-        ch02_forget_without_done => || { lab::workqueue::ch02_forget_without_done(); },
-        ch02_default_limiter_table => || { lab::workqueue::ch02_default_limiter_table(); },
-        ch02_bucket_120_items => || { lab::workqueue::ch02_bucket_120_items(); },
-        ch02_done_without_forget => || { lab::workqueue::ch02_done_without_forget(); },
+        ch02_forget_without_done => lab::workqueue::backoff::ch02_forget_without_done,
+        ch02_default_limiter => lab::workqueue::backoff::ch02_default_limiter,
+        ch02_bucket => lab::workqueue::backoff::ch02_bucket,
+        ch02_done_without_forget => lab::workqueue::backoff::ch02_done_without_forget,
     ],
     ch03_realfifo = "03-realfifo.md" [
-        fifo => lab::fifo::run,
+        ch03_interleave => lab::fifo::ch03_interleave,
+        ch03_double_delete => lab::fifo::ch03_double_delete,
+        ch03_check_fires => lab::fifo::ch03_check_fires,
+        ch03_ghost => lab::fifo::ch03_ghost,
+        ch03_gate_table => lab::fifo::ch03_gate_table,
+        ch03_env_override => lab::fifo::ch03_env_override,
+        ch03_queue_depth => lab::fifo::ch03_queue_depth,
+        ch03_early_pop => lab::fifo::ch03_early_pop,
     ],
     ch04_resync = "04-resync.md" [
-        resync => lab::resync::experiment,
+        ch04_faithful => lab::resync::ch04_faithful,
+        ch04_generation_changed => lab::resync::ch04_generation_changed,
+        ch04_no_predicate => lab::resync::ch04_no_predicate,
+        ch04_owned => lab::resync::ch04_owned,
+        ch04_lost_writes => lab::resync::ch04_lost_writes,
+        ch04_relists => lab::resync::ch04_relists,
+        ch04_remedy => lab::resync::ch04_remedy,
+        ch04_sync_rule => lab::resync::ch04_sync_rule,
+        ch04_detectors => lab::resync::ch04_detectors,
     ],
     ch05_method = "05-method.md" [
-        method => lab::method::experiment,
+        ch05_checks => lab::method::ch05_checks,
+        ch05_with_resync => lab::method::ch05_with_resync,
+        ch05_overflow => lab::method::ch05_overflow,
     ],
     ch06_deduplication = "06-deduplication.md" [
         ch06_virtual => lab::burst::ch06::run_virtual,
@@ -91,8 +112,12 @@ chapters! {
     ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" [
         status_hatch => lab::status_hatch::experiment,
     ],
-    ch09_spoken_drills = "09-spoken-drills.md" [],
-    ch10_what_varies = "10-what-varies.md" [],
+    ch09_spoken_drills = "09-spoken-drills.md" [
+        ch09_drills => lab::drills::experiment,
+    ],
+    ch10_what_varies = "10-what-varies.md" [
+        ch10_bands => crate::book::bands::experiment,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -21,6 +21,7 @@ pub mod event;
 pub mod handler;
 pub mod metrics;
 pub mod predicate;
+pub mod priorityqueue;
 pub mod reconcile;
 pub mod release;
 mod source;

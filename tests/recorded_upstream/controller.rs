@@ -6,8 +6,8 @@ use controlloop::{
     controller::{Action, Error, Outcome, Result as ReconcileResult, decide},
     lab::rig::within,
     workqueue::{
-        RateLimiter, RateLimitingQueue, default_controller_rate_limiter,
-        rate_limiter::ItemExponentialFailureRateLimiter,
+        ItemExponentialFailureRateLimiter, RateLimiter, RateLimitingQueue,
+        default_controller_rate_limiter,
     },
 };
 

@@ -1,0 +1,816 @@
+//! The server's storage: objects, one etcd-like revision counter, and a bounded event history.
+//!
+//! Follows etcd's MVCC model as the apiserver sees it through `storage/etcd3`: every write gets
+//! the next cluster-wide revision, which becomes the object's `metadata.resourceVersion`; a
+//! watch from revision `r` replays the events after `r`; compaction forgets old revisions, and
+//! asking for one of them is answered with 410 Expired. This is a core without I/O: the HTTP
+//! layer calls it under one lock and does all parsing, patching, filtering and serialisation
+//! of responses outside it.
+//!
+//! ```text
+//!  revision:      F (first, empty)  F+1      F+2       F+3      F+4
+//!  history:            [ compacted | ADDED a | MODIFIED a | ADDED b | DELETED a ]
+//!                                   ^ events after `compacted` are kept, up to `history`
+//!                                     events and `history_bytes` bytes
+//! ```
+//!
+//! # Invariants
+//! 1. `head` only grows, by exactly one per committed write; it is every object's newest
+//!    possible resourceVersion, and the resourceVersion of each stored object is the revision of
+//!    the write that produced it. The first revision is `compacted`: nothing before it can be
+//!    read or watched from (410), whatever an earlier run of the server issued.
+//! 2. `history` holds exactly the events with revisions `compacted + 1 ..= head`, in order,
+//!    one per revision: event `i` has revision `compacted + 1 + i`. It never holds more than
+//!    `history` events, nor (beyond its newest event) more than `history_bytes` bytes.
+//! 3. A rejected write changes nothing: every check runs before [`Storage::commit`], the only
+//!    place that mutates objects, history or `head`.
+//! 4. An update that changes nothing is not a write: no revision, no event (etcd3's no-op
+//!    update).
+//! 5. Every stored object serialises to at most `max_object_bytes`, and all stored objects
+//!    together to at most `max_storage_bytes` (`stored_bytes` is their sum); a write over
+//!    either bound is refused. Deletes are always allowed.
+//! 6. Every stored name passed the kind's name rule (a DNS subdomain, so a path segment),
+//!    including names generated from `generateName`.
+//!
+//! # Concurrency
+//! None here; the caller wraps `Storage` in one mutex and never holds it across an await.
+//!
+//! # Differences from upstream
+//! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource.
+//! - No finalizer-free graceful deletion and no garbage collector; finalizers are honoured
+//!   (deletion sets `deletionTimestamp` and bumps a kept generation, the last finalizer's
+//!   removal deletes).
+//! - Revisions are per server, as in one etcd; there is no watch cache in between, so every
+//!   read is consistent.
+//! - An object over `max_object_bytes` is refused with 413 RequestEntityTooLarge; upstream
+//!   passes etcd's "request is too large" through as a 500. A write past `max_storage_bytes`
+//!   is a 500 InternalError, as etcd's "database space exceeded" is upstream; the quota counts
+//!   the stored JSON of current objects, not history (which has its own bound).
+
+mod read;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::kinds::{KINDS, Kind};
+use super::validation;
+
+/// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
+pub(crate) const INITIAL_REVISION: u64 = 1;
+
+/// How many generated names a create tries before giving up with AlreadyExists
+/// (`maxNameGenerationCreateAttempts`, kubernetes `registry/generic/registry/store.go`).
+const MAX_NAME_GENERATION_ATTEMPTS: usize = 8;
+
+/// Bytes charged for an event or an object beyond its JSON: the `Arc`s, the key, the `Value`.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The bounds storage keeps (see the invariants).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub history: usize,
+    pub history_bytes: usize,
+    pub max_object_bytes: usize,
+    pub max_storage_bytes: usize,
+}
+
+/// One stored object, with its JSON serialised once for every reader.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub value: Value,
+    pub json: Bytes,
+    pub rv: u64,
+}
+
+impl Stored {
+    fn new(mut value: Value, rv: u64) -> Arc<Self> {
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let json = Bytes::from(serde_json::to_vec(&value).expect("a JSON value serialises"));
+        Arc::new(Stored { value, json, rv })
+    }
+}
+
+/// What happened to an object, as a watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created.
+    Added,
+    /// The object was changed.
+    Modified,
+    /// The object was removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed write.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub rv: u64,
+    pub kind: usize,
+    pub ty: EventType,
+    pub key: Key,
+    /// The object after the write (for a delete: its last state, at the delete's revision).
+    pub obj: Arc<Stored>,
+    /// The object before the write; `None` for a create.
+    pub prev: Option<Arc<Stored>>,
+    /// Not delivered to watchers (a dropped event or a silent write).
+    pub hidden: bool,
+}
+
+/// `(namespace, name)`.
+pub(crate) type Key = (String, String);
+
+/// Which part of an object an update may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpdateMode {
+    /// The main endpoint: for kinds with a status subresource, `status` is kept as stored.
+    Main,
+    /// The `/status` subresource: only `status` is taken from the body.
+    Status,
+}
+
+/// Conditions a delete must meet (`DeleteOptions.preconditions`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+/// Objects, revisions and history. See the module docs for the invariants.
+#[derive(Debug)]
+pub(crate) struct Storage {
+    objects: Vec<BTreeMap<Key, Arc<Stored>>>,
+    head: u64,
+    compacted: u64,
+    history: VecDeque<Arc<Event>>,
+    /// The bytes charged for `history` (each event's JSON plus [`ENTRY_OVERHEAD`]).
+    history_bytes: usize,
+    /// The bytes charged for `objects` (keeps I5).
+    stored_bytes: usize,
+    limits: Limits,
+    /// Writes still to be hidden from watchers (`drop_next_events`).
+    drop_next: u64,
+    /// Counter behind `uid`s and `generateName` suffixes, so runs are reproducible.
+    serial: u64,
+}
+
+fn cost(o: &Stored) -> usize {
+    o.json.len().saturating_add(ENTRY_OVERHEAD)
+}
+
+fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
+    v["metadata"][field].as_str().unwrap_or_default()
+}
+
+/// Everything but `metadata` (and the type fields): what bumps the generation. `status` counts
+/// too, as upstream's `copyNonMetadata` (apiextensions-apiserver v0.36.3,
+/// `pkg/registry/customresource/strategy.go`): with the status subresource the main endpoint
+/// has already put the stored status back, so only a kind without it sees a status change here.
+fn spec_differs(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        for f in ["metadata", "apiVersion", "kind"] {
+            m.remove(f);
+        }
+        Value::Object(m)
+    };
+    strip(a) != strip(b)
+}
+
+impl Storage {
+    /// An empty store whose first revision is `first` (keeps I1: `first` is also the
+    /// compacted revision, so nothing before it is readable).
+    pub fn new(limits: Limits, first: u64) -> Self {
+        Storage {
+            objects: KINDS.iter().map(|_| BTreeMap::new()).collect(),
+            head: first,
+            compacted: first,
+            history: VecDeque::new(),
+            history_bytes: 0,
+            stored_bytes: 0,
+            limits: Limits {
+                history: limits.history.max(1),
+                ..limits
+            },
+            drop_next: 0,
+            serial: 0,
+        }
+    }
+
+    /// The newest revision.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The newest revision that can no longer be watched from or read at.
+    pub fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
+    /// The bytes charged for the history (at most `history_bytes` plus one event).
+    #[cfg(test)]
+    pub fn history_bytes(&self) -> usize {
+        self.history_bytes
+    }
+
+    pub fn get(&self, kind: usize, ns: &str, name: &str) -> Option<Arc<Stored>> {
+        self.objects[kind]
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Hides the next `n` writes from watchers.
+    pub fn drop_next_events(&mut self, n: u64) {
+        self.drop_next = self.drop_next.saturating_add(n);
+    }
+
+    /// Forgets all history up to the head.
+    pub fn compact(&mut self) -> u64 {
+        self.history.clear();
+        self.history_bytes = 0;
+        self.compacted = self.head; // keeps I2
+        self.compacted
+    }
+
+    /// Serialises `new` at the next revision and checks it against the size bounds (keeps I5):
+    /// 413 for an object over `max_object_bytes`, 500 when storage would pass its quota.
+    /// `replaces` is the object it takes the place of, whose bytes are given back.
+    fn stage(&self, new: Value, replaces: Option<&Stored>) -> Result<Arc<Stored>, ApiError> {
+        let rv = self
+            .head
+            .checked_add(1)
+            .ok_or_else(|| ApiError::internal_error("the revision counter is exhausted"))?;
+        let obj = Stored::new(new, rv);
+        let limit = self.limits.max_object_bytes;
+        if obj.json.len() > limit {
+            return Err(ApiError::entity_too_large(format!(
+                "the object would be {} bytes, more than the limit of {limit} bytes",
+                obj.json.len()
+            )));
+        }
+        let after = self
+            .stored_bytes
+            .saturating_sub(replaces.map_or(0, cost))
+            .saturating_add(cost(&obj));
+        if after > self.limits.max_storage_bytes && after > self.stored_bytes {
+            return Err(ApiError::internal_error(format!(
+                "database space exceeded: storing this would use {after} bytes, more than the quota of {} bytes",
+                self.limits.max_storage_bytes
+            )));
+        }
+        Ok(obj)
+    }
+
+    /// The last state of an object being deleted, at the next revision: never refused by the
+    /// size bounds, since a delete frees space (keeps I5).
+    fn stage_delete(&self, last: Value) -> Result<Arc<Stored>, ApiError> {
+        let rv = self
+            .head
+            .checked_add(1)
+            .ok_or_else(|| ApiError::internal_error("the revision counter is exhausted"))?;
+        Ok(Stored::new(last, rv))
+    }
+
+    /// The only mutation point (keeps I1, I2, I3, I5): stores `obj` (or removes the key for a
+    /// delete), records the event, advances the head. `obj` comes from [`Storage::stage`] or,
+    /// for a delete, from [`Stored::new`] at the next revision.
+    fn commit(
+        &mut self,
+        kind: usize,
+        ty: EventType,
+        key: Key,
+        obj: Arc<Stored>,
+        prev: Option<Arc<Stored>>,
+        hidden: bool,
+    ) -> Arc<Stored> {
+        let rv = obj.rv;
+        debug_assert_eq!(Some(rv), self.head.checked_add(1));
+        self.stored_bytes = self
+            .stored_bytes
+            .saturating_sub(prev.as_deref().map_or(0, cost));
+        if ty == EventType::Deleted {
+            self.objects[kind].remove(&key);
+        } else {
+            self.stored_bytes = self.stored_bytes.saturating_add(cost(&obj));
+            self.objects[kind].insert(key.clone(), obj.clone());
+        }
+        let hidden = hidden || self.drop_next > 0;
+        self.drop_next = self.drop_next.saturating_sub(1);
+        self.history_bytes = self.history_bytes.saturating_add(cost(&obj));
+        self.history.push_back(Arc::new(Event {
+            rv,
+            kind,
+            ty,
+            key,
+            obj: obj.clone(),
+            prev,
+            hidden,
+        }));
+        // The newest event always stays, so a watcher at the head never sees 410 for it.
+        while self.history.len() > self.limits.history
+            || (self.history_bytes > self.limits.history_bytes && self.history.len() > 1)
+        {
+            let old = self.history.pop_front().expect("non-empty");
+            self.history_bytes = self.history_bytes.saturating_sub(cost(&old.obj));
+            self.compacted = old.rv; // keeps I2
+        }
+        self.head = rv;
+        obj
+    }
+
+    fn next_serial(&mut self) -> u64 {
+        self.serial = self.serial.wrapping_add(1);
+        self.serial
+    }
+
+    /// A name for `generateName` `prefix` not yet taken in `ns`; like upstream, up to eight
+    /// candidates are tried before AlreadyExists. Names are checked like any other (keeps I6).
+    fn generate_name(&mut self, kind: usize, ns: &str, prefix: &str) -> Result<String, ApiError> {
+        let k: &Kind = &KINDS[kind];
+        let mut name = String::new();
+        for _ in 0..MAX_NAME_GENERATION_ATTEMPTS {
+            // 7919 is prime to 36^5, so successive serials give distinct suffixes.
+            let n = (self.next_serial() % 60_466_176) * 7919 % 60_466_176;
+            name = validation::generated_name(prefix, &base36(n, validation::GENERATED_SUFFIX_LEN));
+            if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
+                if let Some(m) = validation::object_name(&name, false) {
+                    return Err(ApiError::invalid(
+                        k.group,
+                        k.kind,
+                        &name,
+                        &[("metadata.name", m)],
+                    ));
+                }
+                return Ok(name);
+            }
+        }
+        Err(ApiError::already_exists(k.group, k.plural, &name))
+    }
+
+    /// Creates an object from a prepared body (see `Kind::prepare`).
+    pub fn create(
+        &mut self,
+        kind: usize,
+        mut obj: Value,
+        now: Timestamp,
+        hidden: bool,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let k: &Kind = &KINDS[kind];
+        let ns = meta_str(&obj, "namespace").to_string();
+        let mut name = meta_str(&obj, "name").to_string();
+        if name.is_empty() {
+            let prefix = meta_str(&obj, "generateName").to_string();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    k.group,
+                    k.kind,
+                    "",
+                    &[("metadata.name", "name or generateName is required".into())],
+                ));
+            }
+            name = self.generate_name(kind, &ns, &prefix)?;
+            obj["metadata"]["name"] = Value::String(name.clone());
+        } else if let Some(m) = validation::object_name(&name, false) {
+            return Err(ApiError::invalid(
+                k.group,
+                k.kind,
+                &name,
+                &[("metadata.name", m)],
+            )); // keeps I6
+        }
+        // etcd3's store refuses a create carrying a resourceVersion with a plain error (a 500);
+        // one it cannot parse as a revision it ignores, as upstream does.
+        if meta_str(&obj, "resourceVersion")
+            .parse::<u64>()
+            .is_ok_and(|rv| rv != 0)
+        {
+            return Err(ApiError::internal_error(
+                "metadata.resourceVersion must not be set on an object to be created",
+            ));
+        }
+        let key = (ns, name.clone());
+        if self.objects[kind].contains_key(&key) {
+            return Err(ApiError::already_exists(k.group, k.plural, &name));
+        }
+        let serial = self.next_serial();
+        let meta = &mut obj["metadata"];
+        meta["uid"] = Value::String(format!("00000000-0000-4000-8000-{serial:012x}"));
+        meta["creationTimestamp"] = json!(now.to_string());
+        if let Some(m) = meta.as_object_mut() {
+            m.remove("deletionTimestamp");
+            m.remove("generation");
+        }
+        if k.tracks_generation {
+            obj["metadata"]["generation"] = json!(1);
+        }
+        if k.status_subresource
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let staged = self.stage(obj, None)?;
+        Ok(self.commit(kind, EventType::Added, key, staged, None, hidden))
+    }
+
+    /// Replaces an object, or its status, from a prepared body.
+    pub fn update(
+        &mut self,
+        kind: usize,
+        mut obj: Value,
+        mode: UpdateMode,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let k: &Kind = &KINDS[kind];
+        let key = (
+            meta_str(&obj, "namespace").to_string(),
+            meta_str(&obj, "name").to_string(),
+        );
+        let name = key.1.clone();
+        let Some(cur) = self.objects[kind].get(&key).cloned() else {
+            return Err(ApiError::not_found(k.group, k.plural, &name));
+        };
+        let rv = meta_str(&obj, "resourceVersion");
+        if rv.is_empty() {
+            if !k.unconditional_update {
+                return Err(ApiError::invalid(
+                    k.group,
+                    k.kind,
+                    &name,
+                    &[(
+                        "metadata.resourceVersion",
+                        "must be specified for an update".into(),
+                    )],
+                ));
+            }
+        } else if rv != cur.rv.to_string() {
+            return Err(ApiError::conflict(
+                k.group,
+                k.plural,
+                &name,
+                format!(
+                    "it was read at resourceVersion {rv} and has changed since (now {})",
+                    cur.rv
+                ),
+            ));
+        }
+        let uid = meta_str(&obj, "uid");
+        if !uid.is_empty() && uid != meta_str(&cur.value, "uid") {
+            return Err(ApiError::invalid(
+                k.group,
+                k.kind,
+                &name,
+                &[("metadata.uid", "field is immutable".into())],
+            ));
+        }
+        if mode == UpdateMode::Status {
+            let status = obj.get("status").cloned();
+            obj = cur.value.clone();
+            match status {
+                Some(s) => obj["status"] = s,
+                None => {
+                    obj.as_object_mut().map(|m| m.remove("status"));
+                }
+            }
+        } else {
+            // Server-owned metadata comes from storage, whatever the body says.
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
+                match cur.value["metadata"].get(f) {
+                    Some(v) => obj["metadata"][f] = v.clone(),
+                    None => {
+                        obj["metadata"].as_object_mut().map(|m| m.remove(f));
+                    }
+                }
+            }
+            if k.status_subresource {
+                match cur.value.get("status") {
+                    Some(s) => obj["status"] = s.clone(),
+                    None => {
+                        obj.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+            }
+            if k.tracks_generation && spec_differs(&obj, &cur.value) {
+                let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
+                obj["metadata"]["generation"] = json!(g.saturating_add(1));
+            }
+        }
+        obj["metadata"]["resourceVersion"] = Value::String(cur.rv.to_string());
+        if obj == cur.value {
+            return Ok(cur); // keeps I4
+        }
+        let finalizers_gone = obj["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty());
+        if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
+            let last = self.stage_delete(obj)?;
+            return Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false));
+        }
+        let staged = self.stage(obj, Some(&cur))?;
+        Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
+    }
+
+    /// Deletes an object; one with finalizers is only marked with `deletionTimestamp`.
+    pub fn delete(
+        &mut self,
+        kind: usize,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+        now: Timestamp,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let k: &Kind = &KINDS[kind];
+        let key = (ns.to_string(), name.to_string());
+        let Some(cur) = self.objects[kind].get(&key).cloned() else {
+            return Err(ApiError::not_found(k.group, k.plural, name));
+        };
+        if let Some(uid) = &pre.uid
+            && uid != meta_str(&cur.value, "uid")
+        {
+            return Err(ApiError::conflict(
+                k.group,
+                k.plural,
+                name,
+                format!("the precondition uid {uid} does not match"),
+            ));
+        }
+        if let Some(rv) = &pre.resource_version
+            && *rv != cur.rv.to_string()
+        {
+            return Err(ApiError::conflict(
+                k.group,
+                k.plural,
+                name,
+                format!(
+                    "the precondition resourceVersion {rv} does not match (now {})",
+                    cur.rv
+                ),
+            ));
+        }
+        let has_finalizers = cur.value["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if !cur.value["metadata"]["deletionTimestamp"].is_null() {
+                return Ok(cur);
+            }
+            let mut obj = cur.value.clone();
+            obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            // Marking an object deleted bumps its generation, once (apiserver v0.36.3,
+            // `pkg/registry/generic/registry/store.go`, `markAsDeleting`).
+            if let Some(g) = cur.value["metadata"]["generation"]
+                .as_i64()
+                .filter(|g| *g > 0)
+            {
+                obj["metadata"]["generation"] = json!(g + 1);
+            }
+            let staged = self.stage(obj, Some(&cur))?;
+            return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
+        }
+        let last = self.stage_delete(cur.value.clone())?;
+        Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false))
+    }
+
+    /// Writes an object (creating or replacing it, no checks on resourceVersion) whose event
+    /// no watcher sees. The write still takes a revision, so a relist sees it.
+    pub fn silent_write(
+        &mut self,
+        kind: usize,
+        mut obj: Value,
+        now: Timestamp,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let key = (
+            meta_str(&obj, "namespace").to_string(),
+            meta_str(&obj, "name").to_string(),
+        );
+        match self.objects[kind].get(&key).cloned() {
+            None => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("resourceVersion"));
+                self.create(kind, obj, now, true)
+            }
+            Some(cur) => {
+                for f in ["uid", "creationTimestamp", "generation"] {
+                    if let Some(v) = cur.value["metadata"].get(f) {
+                        obj["metadata"][f] = v.clone();
+                    }
+                }
+                let staged = self.stage(obj, Some(&cur))?;
+                Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), true))
+            }
+        }
+    }
+}
+
+fn base36(mut n: u64, width: usize) -> String {
+    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = vec![b'0'; width];
+    for slot in out.iter_mut().rev() {
+        *slot = digits[(n % 36) as usize];
+        n /= 36;
+    }
+    String::from_utf8(out).expect("ascii")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::kinds::CONFIGMAPS;
+
+    fn t() -> Timestamp {
+        Timestamp::UNIX_EPOCH
+    }
+
+    fn cm(name: &str, v: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "d"}, "data": {"v": v}})
+    }
+
+    fn store(history: usize) -> Storage {
+        let limits = Limits {
+            history,
+            history_bytes: usize::MAX,
+            max_object_bytes: usize::MAX,
+            max_storage_bytes: usize::MAX,
+        };
+        Storage::new(limits, INITIAL_REVISION)
+    }
+
+    fn names_at(st: &Storage, at: Option<u64>) -> Vec<(String, String)> {
+        let page = st.list(CONFIGMAPS, None, at, None, None).unwrap();
+        page.items
+            .iter()
+            .map(|o| {
+                (
+                    o.value["metadata"]["name"].as_str().unwrap().to_string(),
+                    o.value["data"]["v"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn pair(n: &str, v: &str) -> (String, String) {
+        (n.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn a_list_at_an_old_revision_undoes_every_later_write() {
+        let mut st = store(100);
+        st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap(); // 2
+        st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
+        let mut a2 = cm("a", "2");
+        a2["metadata"]["resourceVersion"] = json!("2");
+        st.update(CONFIGMAPS, a2, UpdateMode::Main).unwrap(); // 4
+        st.delete(CONFIGMAPS, "d", "b", &Preconditions::default(), t())
+            .unwrap(); // 5
+        st.create(CONFIGMAPS, cm("c", "1"), t(), false).unwrap(); // 6
+        assert_eq!(names_at(&st, Some(3)), [pair("a", "1"), pair("b", "1")]);
+        assert_eq!(names_at(&st, Some(4)), [pair("a", "2"), pair("b", "1")]);
+        assert_eq!(names_at(&st, None), [pair("a", "2"), pair("c", "1")]);
+    }
+
+    #[test]
+    fn the_history_bound_compacts_and_old_reads_expire() {
+        let mut st = store(2);
+        for n in ["a", "b", "c"] {
+            st.create(CONFIGMAPS, cm(n, "1"), t(), false).unwrap(); // 2, 3, 4
+        }
+        assert_eq!((st.head(), st.compacted()), (4, 2)); // keeps I2
+        assert_eq!(st.events_after(2, usize::MAX).unwrap().len(), 2);
+        assert_eq!(st.events_after(1, 9).unwrap_err().code, 410);
+        assert_eq!(names_at(&st, Some(2)).len(), 1);
+        assert_eq!(st.check_readable(9).unwrap_err().code, 504);
+    }
+
+    #[test]
+    fn a_rejected_write_and_a_no_op_update_leave_head_and_history_alone() {
+        let mut st = store(10);
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
+        let before = (st.head(), st.history.len());
+        assert_eq!(
+            st.create(CONFIGMAPS, cm("a", "1"), t(), false)
+                .unwrap_err()
+                .code,
+            409
+        );
+        let mut stale = cm("a", "9");
+        stale["metadata"]["resourceVersion"] = json!("1");
+        assert_eq!(
+            st.update(CONFIGMAPS, stale, UpdateMode::Main)
+                .unwrap_err()
+                .code,
+            409
+        );
+        let same = st
+            .update(CONFIGMAPS, a.value.clone(), UpdateMode::Main)
+            .unwrap();
+        assert_eq!(same.rv, a.rv); // keeps I4
+        assert_eq!((st.head(), st.history.len()), before); // keeps I3
+    }
+
+    #[test]
+    fn a_store_starting_late_has_compacted_everything_before_its_first_revision() {
+        let limits = store(10).limits;
+        let mut st = Storage::new(limits, 1_000_000);
+        assert_eq!(st.events_after(999_999, 9).unwrap_err().code, 410); // keeps I1
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
+        assert_eq!(a.rv, 1_000_001);
+        assert_eq!(st.events_after(1_000_000, 9).unwrap().len(), 1);
+        assert_eq!(st.check_readable(5).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn history_is_bounded_in_bytes_as_well_as_events() {
+        let mut st = store(1_000);
+        st.limits.history_bytes = 3 * (ENTRY_OVERHEAD + 10_200);
+        for i in 0..20 {
+            st.create(
+                CONFIGMAPS,
+                cm(&format!("c{i}"), &"x".repeat(10_000)),
+                t(),
+                false,
+            )
+            .unwrap();
+        }
+        assert!(st.history.len() <= 3, "{}", st.history.len()); // keeps I2
+        assert!(st.history_bytes() <= st.limits.history_bytes);
+        assert_eq!(st.compacted() + st.history.len() as u64, st.head());
+        assert_eq!(st.events_after(2, 99).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn an_object_over_the_size_limit_is_413_and_the_quota_refuses_growth_but_not_deletes() {
+        let mut st = store(10);
+        st.limits.max_object_bytes = 2_000;
+        assert_eq!(
+            st.create(CONFIGMAPS, cm("big", &"x".repeat(3_000)), t(), false)
+                .unwrap_err()
+                .code,
+            413
+        );
+        st.limits.max_storage_bytes = 2 * (ENTRY_OVERHEAD + 1_300);
+        st.create(CONFIGMAPS, cm("a", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+        st.create(CONFIGMAPS, cm("b", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+        let before = (st.head(), st.stored_bytes);
+        let e = st
+            .create(CONFIGMAPS, cm("c", &"x".repeat(1_000)), t(), false)
+            .unwrap_err();
+        assert_eq!((e.code, before), (500, (st.head(), st.stored_bytes))); // keeps I3, I5
+        st.delete(CONFIGMAPS, "d", "a", &Preconditions::default(), t())
+            .unwrap();
+        st.create(CONFIGMAPS, cm("c", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+    }
+
+    #[test]
+    fn generated_names_are_checked_and_retried_past_taken_ones() {
+        let mut st = store(10);
+        let mut g = cm("", "1");
+        g["metadata"]["generateName"] = json!("web-");
+        let first = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
+        let name = first.value["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+        // The next serial's name is taken by hand: the create tries the one after.
+        st.serial = 0;
+        let second = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
+        assert_ne!(
+            second.value["metadata"]["name"],
+            first.value["metadata"]["name"]
+        );
+        g["metadata"]["generateName"] = json!("a/");
+        let e = st.create(CONFIGMAPS, g, t(), false).unwrap_err();
+        assert_eq!(e.code, 422); // keeps I6
+        let mut slash = cm("x", "1");
+        slash["metadata"]["name"] = json!("a/b");
+        assert_eq!(
+            st.create(CONFIGMAPS, slash, t(), false).unwrap_err().code,
+            422
+        );
+    }
+}
