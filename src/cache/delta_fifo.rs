@@ -79,6 +79,8 @@ pub(crate) struct Core<K> {
     key_fn: KeyFunc<K>,
     known: Option<Arc<dyn KeyListerGetter<K>>>,
     emit_replaced: bool,
+    /// False only in the deliberately broken variant ([`DeltaFifo::without_relist_deletions`]).
+    relist_deletions: bool,
 }
 
 /// Of the last two deltas, drop one if both are deletions (keeps I3).
@@ -154,6 +156,22 @@ impl<K: Object> Core<K> {
             keys.insert((self.key_fn)(&item)?);
             self.queue_action(action, DeltaObject::Object(item))?;
         }
+        let queued_deletions = if self.relist_deletions {
+            self.queue_relist_deletions(&keys)?
+        } else {
+            0
+        };
+        if !self.populated {
+            self.populated = true;
+            self.initial_population_count = keys.len() + queued_deletions;
+            self.check_synced();
+        }
+        Ok(())
+    }
+
+    /// Replace's tombstones: for queued keys, then for known keys, missing from the relist's
+    /// `keys`. Returns how many it queued.
+    fn queue_relist_deletions(&mut self, keys: &HashSet<String>) -> Result<usize, FifoError> {
         let mut queued_deletions = 0;
         // Queued keys missing from the list: a tombstone with the newest queued object.
         let missing: Vec<String> = self
@@ -190,12 +208,7 @@ impl<K: Object> Core<K> {
                 self.queue_action(DeltaType::Deleted, tombstone(k, obj))?;
             }
         }
-        if !self.populated {
-            self.populated = true;
-            self.initial_population_count = keys.len() + queued_deletions;
-            self.check_synced();
-        }
-        Ok(())
+        Ok(queued_deletions)
     }
 
     fn resync(&mut self) -> Result<(), FifoError> {
@@ -272,9 +285,20 @@ impl<K: Object> DeltaFifo<K> {
                 key_fn: opts.key_function.unwrap_or_else(meta_namespace_key_func),
                 known: opts.known_objects,
                 emit_replaced: opts.emit_delta_type_replaced,
+                relist_deletions: true,
             })),
             name: opts.name.into(),
         }
+    }
+
+    /// **Deliberately broken**: a DeltaFIFO whose Replace queues the relisted items and no
+    /// tombstone at all, neither for queued keys nor for known keys missing from the list. An
+    /// object deleted while the watch was down then stays in the informer's cache for ever. It
+    /// exists so that the model checks (`tests/fifo_model.rs`) can show their detectors firing.
+    pub fn without_relist_deletions(opts: DeltaFifoOptions<K>) -> Self {
+        let fifo = Self::new(opts);
+        fifo.shell.with(|c| c.relist_deletions = false);
+        fifo
     }
 
     /// The key of a delta's object: a tombstone's key, or the key function's.
@@ -386,5 +410,39 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
 
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::cache::Delta;
+
+    fn cm(name: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        c.metadata.namespace = Some("ns".into());
+        Arc::new(c)
+    }
+
+    /// Upstream's `KeyOf`: a tombstone's own key, an object's through the key function, a
+    /// delta list's from its newest delta, and an error for an empty list.
+    #[test]
+    fn key_of_reads_tombstones_and_the_newest_delta() {
+        let fifo = DeltaFifo::<ConfigMap>::new(DeltaFifoOptions::default());
+        assert_eq!(fifo.key_of(&DeltaObject::Object(cm("a"))).unwrap(), "ns/a");
+        assert_eq!(
+            fifo.key_of(&tombstone("gone".into(), None)).unwrap(),
+            "gone"
+        );
+        let deltas = Deltas(vec![
+            Delta::new(DeltaType::Added, cm("a")),
+            Delta::tombstone("ns/b", None),
+        ]);
+        assert_eq!(fifo.key_of_deltas(&deltas).unwrap(), "ns/b");
+        let err = fifo.key_of_deltas(&Deltas::default()).unwrap_err();
+        assert_eq!(err.reason, ERR_ZERO_LENGTH_DELTAS);
     }
 }

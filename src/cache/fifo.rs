@@ -442,17 +442,24 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn wait_synced_resolves_after_the_initial_list_is_popped() {
-        let fifo = select_fifo(&FeatureGates::at_minor(33).unwrap())
+        // DeltaFIFO, RealFIFO, atomic RealFIFO (one ReplacedAll for the whole list).
+        for (minor, pops) in [(32, 2), (33, 2), (36, 1)] {
+            wait_synced_after(minor, pops).await;
+        }
+    }
+
+    async fn wait_synced_after(minor: u32, pops: usize) {
+        let fifo = select_fifo(&FeatureGates::at_minor(minor).unwrap())
             .build::<ConfigMap>("cm", &Store::new());
         fifo.replace(vec![cm("a", None), cm("b", None)], "1")
             .unwrap();
         let waiter = fifo.clone();
         let synced = tokio::spawn(async move { waiter.wait_synced().await });
-        for _ in 0..2 {
+        for _ in 0..pops {
             tokio::task::yield_now().await;
             assert!(
                 !synced.is_finished(),
-                "synced before the initial list was popped"
+                "1.{minor}: synced before the initial list was popped"
             );
             fifo.pop(|_, initial| {
                 assert!(initial);
@@ -465,6 +472,33 @@ mod tests {
             .await
             .expect("wait_synced hung after the last initial item was popped")
             .unwrap();
+    }
+
+    /// Paused clock, as above: a waiting PopBatch wakes on the first delta, and reports the
+    /// close once the FIFO is closed and empty.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_pop_batch_wakes_when_a_delta_arrives() {
+        let fifo = RealFifo::<ConfigMap>::atomic();
+        let consumer = fifo.clone();
+        let pop = tokio::spawn(async move {
+            consumer
+                .pop_batch(|_, _| Ok::<_, ()>(()), |_, _| Ok(()))
+                .await
+        });
+        tokio::task::yield_now().await;
+        assert!(!pop.is_finished(), "PopBatch returned on an empty FIFO");
+        fifo.add(cm("a", None)).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(1), pop)
+            .await
+            .expect("PopBatch hung: add did not wake the waiter (lost wake-up?)")
+            .unwrap();
+        assert_eq!(got.unwrap().len(), 1);
+        fifo.close();
+        let closed = fifo.pop_batch(|_, _| Ok::<_, ()>(()), |_, _| Ok(()));
+        let closed = tokio::time::timeout(Duration::from_secs(1), closed)
+            .await
+            .expect("PopBatch hung on a closed, empty FIFO");
+        assert_eq!(closed.unwrap_err(), PopError::Closed);
     }
 
     #[test]

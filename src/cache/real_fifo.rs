@@ -108,6 +108,9 @@ pub(crate) struct Core<K> {
     unlock: bool,
     emit_bookmark: bool,
     batch_size: usize,
+    /// False only in the deliberately broken variant
+    /// ([`RealFifo::with_batches_across_the_initial_list`]).
+    batches_stop_at_initial_list: bool,
 }
 
 impl<K: Object> Core<K> {
@@ -254,8 +257,11 @@ impl<K: Object> Core<K> {
         let mut unique = HashSet::new();
         let mut n = 0;
         for (i, item) in self.items.iter().enumerate().take(self.batch_size) {
-            if self.initial_population_count > 0 && i >= self.initial_population_count {
-                break;
+            if self.batches_stop_at_initial_list
+                && self.initial_population_count > 0
+                && i >= self.initial_population_count
+            {
+                break; // keeps I2
             }
             if !item.delta_type.is_batchable() {
                 if n == 0 {
@@ -339,9 +345,22 @@ impl<K: Object> RealFifo<K> {
                 unlock: opts.unlock_while_processing,
                 emit_bookmark: opts.emit_delta_type_bookmark,
                 batch_size: opts.batch_size,
+                batches_stop_at_initial_list: true,
             })),
             name: opts.name.into(),
         })
+    }
+
+    /// **Deliberately broken**: a RealFIFO whose `pop_batch` ignores the initial-list boundary
+    /// (breaks I2). A batch then carries events that arrived after the first relist, flagged
+    /// as part of the initial list, and the FIFO reports synced only after handing them out. It
+    /// exists so that the model checks (`tests/fifo_model.rs`) can show their detectors firing.
+    pub fn with_batches_across_the_initial_list(
+        opts: RealFifoOptions<K>,
+    ) -> Result<Self, RealFifoOptionsError> {
+        let fifo = Self::new(opts)?;
+        fifo.shell.with(|c| c.batches_stop_at_initial_list = false);
+        Ok(fifo)
     }
 
     /// A RealFIFO in the non-atomic mode of 1.33–1.35, consulting `known`.
@@ -527,5 +546,101 @@ impl<K: Object> Queue<K> for RealFifo<K> {
 
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::cache::{KeyError, Store};
+
+    fn cm(name: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        Arc::new(c)
+    }
+
+    fn names(deltas: &[Delta<ConfigMap>]) -> Vec<String> {
+        deltas
+            .iter()
+            .map(|d| d.object.object().unwrap().metadata.name.clone().unwrap())
+            .collect()
+    }
+
+    /// Upstream's `whileProcessing_locked`: the lock is released only in unlocked mode and
+    /// while fewer than twice the batch size are queued. Single-threaded runs cannot see the
+    /// difference, so the rule is read from the core.
+    #[test]
+    fn process_runs_unlocked_only_in_unlocked_mode_below_twice_the_batch_size() {
+        let unlocked_with = |unlock: bool, queued: usize| {
+            let fifo = RealFifo::<ConfigMap>::new(RealFifoOptions {
+                atomic_events: true,
+                unlock_while_processing: unlock,
+                batch_size: 3,
+                ..RealFifoOptions::default()
+            })
+            .unwrap();
+            for i in 0..queued {
+                fifo.add(cm(&i.to_string())).unwrap();
+            }
+            fifo.shell.read(|c| c.should_unlock())
+        };
+        assert!(unlocked_with(true, 5), "5 < 2 × 3: unlocked");
+        assert!(!unlocked_with(true, 6), "6 = 2 × 3: held");
+        assert!(!unlocked_with(false, 0), "locked mode: always held");
+    }
+
+    /// A delta whose key can no longer be made ends its batch and is part of it (upstream's
+    /// PopBatch). Unreachable with a key function that always agrees with itself, so this one
+    /// changes its mind after the deltas are queued.
+    #[test]
+    fn a_delta_whose_key_fails_ends_its_batch() {
+        let refuse = Arc::new(AtomicBool::new(false));
+        let r = refuse.clone();
+        let key_function: KeyFunc<ConfigMap> = Arc::new(move |o: &ConfigMap| {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if name == "b" && r.load(Ordering::SeqCst) {
+                return Err(KeyError {
+                    object: name,
+                    reason: "refused".into(),
+                });
+            }
+            Ok(name)
+        });
+        let fifo = RealFifo::new(RealFifoOptions {
+            key_function: Some(key_function),
+            known_objects: Some(Arc::new(Store::<ConfigMap>::new())),
+            ..RealFifoOptions::default()
+        })
+        .unwrap();
+        for n in ["a", "b", "c"] {
+            fifo.add(cm(n)).unwrap();
+        }
+        refuse.store(true, Ordering::SeqCst);
+        let batch = fifo
+            .try_pop_batch(|_, _| Ok::<_, ()>(()), |_, _| Ok(()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(names(&batch), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_named_constructors_build_upstream_modes() {
+        let known = RealFifo::<ConfigMap>::with_known_objects(Arc::new(Store::new()));
+        known.replace(vec![cm("a")], "7").unwrap();
+        assert_eq!(known.queued()[0].delta_type, DeltaType::Replaced);
+
+        let atomic = RealFifo::<ConfigMap>::atomic();
+        atomic.replace(vec![cm("a")], "7").unwrap();
+        atomic.bookmark("8").unwrap();
+        let types: Vec<DeltaType> = atomic.queued().iter().map(|d| d.delta_type).collect();
+        assert_eq!(types, [DeltaType::ReplacedAll, DeltaType::Bookmark]);
+        assert!(atomic.shell.read(|c| c.unlock), "1.36 informers unlock");
+        assert_eq!(atomic.key_of(&DeltaObject::Object(cm("a"))).unwrap(), "a");
+        assert!(atomic.key_of(&DeltaObject::SyncAll).is_err());
     }
 }

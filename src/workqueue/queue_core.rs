@@ -416,4 +416,89 @@ mod tests {
         assert_eq!(q.get(), Get::Item(1));
         assert_eq!(q.get(), Get::ShutDown);
     }
+
+    /// The hash an operation computes must be the one the sets rehash with when they grow
+    /// (`hash_one` in both places): a mismatch loses items once a table has grown past its first
+    /// few slots, which the model's six keys rarely reach. 200 keys grow every table many times.
+    #[test]
+    fn every_item_is_found_again_after_the_sets_grow() {
+        const N: u32 = 200;
+        let mut q = QueueCore::new();
+        for k in 0..N {
+            assert_eq!(q.add(k), Add::Queued);
+        }
+        for k in 0..N {
+            assert!(q.is_dirty(&k), "{k} is dirty");
+            assert_eq!(q.add(k), Add::Coalesced, "{k} coalesces");
+        }
+        for k in 0..N {
+            assert_eq!(q.get(), Get::Item(k));
+            assert!(q.is_processing(&k) && !q.is_dirty(&k), "{k} is held");
+        }
+        for k in 0..N {
+            assert_eq!(q.add(k), Add::DirtyWhileProcessing, "{k} is held");
+        }
+        for k in 0..N {
+            assert!(q.done(&k).requeued(), "{k} goes back");
+        }
+        let n = N as usize;
+        assert_eq!((q.len(), q.dirty_len(), q.processing_len()), (n, n, 0));
+    }
+
+    /// Builds a core in a state no sequence of calls reaches, for the invariant checks.
+    fn corrupt(
+        queued: &[&'static str],
+        dirty: &[&'static str],
+        processing: &[&'static str],
+    ) -> QueueCore<&'static str> {
+        let mut q = QueueCore::new();
+        let QueueCore {
+            queue,
+            dirty: d,
+            processing: p,
+            hasher,
+            ..
+        } = &mut q;
+        for x in queued {
+            queue.push_back((hasher.hash_one(x), *x));
+        }
+        for (set, items) in [(d, dirty), (p, processing)] {
+            for x in items {
+                set.insert_unique(hasher.hash_one(x), *x, |y| hasher.hash_one(y));
+            }
+        }
+        q
+    }
+
+    #[test]
+    fn check_invariants_names_each_broken_invariant() {
+        assert_eq!(corrupt(&["a"], &["a"], &[]).check_invariants(), Ok(()));
+        let broken = [
+            (corrupt(&["a"], &[], &[]), "I1: a queued item is not dirty"),
+            (
+                corrupt(&["a"], &["a"], &["a"]),
+                "I1: a queued item is processing",
+            ),
+            (
+                corrupt(&["a", "a"], &["a"], &[]),
+                "I2: an item is queued twice",
+            ),
+            (
+                corrupt(&[], &["a"], &[]),
+                "I3: 1 dirty items are not processing but 0 are queued",
+            ),
+        ];
+        for (q, expected) in broken {
+            assert_eq!(q.check_invariants(), Err(expected.to_owned()));
+        }
+    }
+
+    /// Debug builds check the invariants after every mutation: a corrupted core panics on the
+    /// next add.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "workqueue invariant broken: I1: a queued item is not dirty")]
+    fn debug_builds_panic_on_the_first_mutation_after_an_invariant_breaks() {
+        corrupt(&["a"], &[], &[]).add("b");
+    }
 }
