@@ -11,6 +11,7 @@
 pub mod burst;
 pub mod edge;
 pub mod fifo;
+pub mod kube_runtime;
 pub mod method;
 pub mod resync;
 pub mod rig;

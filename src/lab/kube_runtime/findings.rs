@@ -1,0 +1,233 @@
+//! Two things found by running kube-runtime 5.0.0, each as a minimal reproduction beside this
+//! crate's answer to the same question.
+//!
+//! - **Several waiters on one store.** `Store::wait_until_ready` (`reflector/store.rs`) awaits
+//!   a `DelayedInit` (`utils/delayed_init.rs`) that keeps one `futures` oneshot receiver behind
+//!   a mutex. A oneshot receiver remembers the waker of its *last* poll only, so when several
+//!   tasks wait at once, the store's first `InitDone` wakes one of them; the others stay
+//!   parked until something else polls them. [`waiters`] counts who wakes, beside this
+//!   crate's `SharedIndexInformer::wait_synced` with as many waiters.
+//! - **The scheduler's millisecond.** Every reconcile request goes through the scheduler's
+//!   `tokio_util` `DelayQueue` (`scheduler.rs`), even one asked for *now*, and a `DelayQueue`
+//!   rounds each deadline **up** to a whole millisecond of its own clock. A write that lands
+//!   0.25 ms into a millisecond therefore reconciles 0.75 ms later. [`rounding`] writes at
+//!   chosen sub-millisecond offsets under the paused clock, with both controllers watching the
+//!   same object on the same server; this crate's workqueue hands the key to a worker at once.
+
+use std::{
+    convert::Infallible,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    ResourceExt,
+    runtime::{
+        Controller as KubeController,
+        controller::Action,
+        reflector::{self, reflector},
+        watcher::{self, watcher},
+    },
+};
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::{
+    controller::{Context, Controller, Request, Result as ReconcileResult},
+    lab::rig::{self, Backend, Fixture, OBJECT, value_of, within},
+};
+
+/// How many of `n` waiters on one store woke after it became ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Waiters {
+    /// Tasks waiting.
+    pub waiting: usize,
+    /// kube-runtime: tasks whose `reader.wait_until_ready()` returned within a virtual minute.
+    pub kube_runtime_woken: usize,
+    /// This crate: tasks whose `informer.wait_synced()` returned within a virtual minute.
+    pub controlloop_woken: usize,
+}
+
+impl Waiters {
+    /// The check: every waiter woke, on each side. Returns the sides where one did not.
+    pub fn stuck(&self) -> Vec<String> {
+        [
+            ("kube-runtime", self.kube_runtime_woken),
+            ("controlloop", self.controlloop_woken),
+        ]
+        .iter()
+        .filter(|(_, woken)| *woken != self.waiting)
+        .map(|(side, woken)| {
+            format!(
+                "{side}: {} of {} waiters never woke",
+                self.waiting - woken,
+                self.waiting
+            )
+        })
+        .collect()
+    }
+}
+
+/// `n` tasks wait for one kube-runtime store and `n` for one informer, both on the same
+/// in-process server under the paused clock; counts who woke after the initial list.
+pub fn waiters(n: usize) -> Waiters {
+    rig::paused(async move {
+        let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
+        fixture.target.create(OBJECT, 0).await.expect("create");
+        let kube_woken = Arc::new(AtomicUsize::new(0));
+        let ours_woken = Arc::new(AtomicUsize::new(0));
+
+        let (reader, writer) = reflector::store::<ConfigMap>();
+        for _ in 0..n {
+            let (reader, woken) = (reader.clone(), kube_woken.clone());
+            tokio::spawn(async move {
+                reader.wait_until_ready().await.expect("writer alive");
+                woken.fetch_add(1, Ordering::SeqCst);
+            });
+            let (informer, woken) = (fixture.informer.clone(), ours_woken.clone());
+            tokio::spawn(async move {
+                informer.wait_synced().await;
+                woken.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        tokio::task::yield_now().await; // every waiter has polled once and parked
+        let stream = reflector(
+            writer,
+            watcher(fixture.target.api(), watcher::Config::default()),
+        );
+        let reflecting = tokio::spawn(stream.for_each(|_| async {}));
+        fixture.run_informer();
+
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            reader.len(),
+            1,
+            "the kube-runtime store never listed the object"
+        );
+        assert!(fixture.informer.has_synced(), "the informer never synced");
+        let report = Waiters {
+            waiting: n,
+            kube_runtime_woken: kube_woken.load(Ordering::SeqCst),
+            controlloop_woken: ours_woken.load(Ordering::SeqCst),
+        };
+        reflecting.abort();
+        fixture.stop().await;
+        report
+    })
+}
+
+/// One write at a sub-millisecond offset, and how long each controller took to start the
+/// reconcile it caused (virtual time: exact).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Rounding {
+    /// How far into a millisecond the write was sent, in µs.
+    pub offset_us: u64,
+    /// Write sent → this crate's reconcile started, in µs.
+    pub controlloop_us: u64,
+    /// Write sent → kube-runtime's reconcile started, in µs.
+    pub kube_runtime_us: u64,
+}
+
+/// Reconcile starts, by value, as one controller saw them.
+type Starts = Arc<Mutex<Vec<(u64, Instant)>>>;
+
+/// Both controllers watch one object on one in-process server (paused clock); for each
+/// offset, the clock is moved to that many µs past a whole millisecond and one write is sent.
+pub fn rounding(offsets_us: &[u64]) -> Vec<Rounding> {
+    let plan: Vec<Option<u64>> = offsets_us.iter().map(|&o| Some(o)).collect();
+    rig::paused(race(plan))
+}
+
+/// The same race under the real clock: `writes` sequential writes, 2 ms apart, each timed
+/// from the moment it is sent to the start of each controller's reconcile (offsets are 0:
+/// the real clock lands wherever it lands).
+pub fn real_latencies(writes: usize) -> Vec<Rounding> {
+    rig::real(race(vec![None; writes]))
+}
+
+/// One write per entry of `plan`: `Some(offset)` stands `offset` µs past a whole millisecond
+/// first (paused clock only); `None` just writes.
+async fn race(plan: Vec<Option<u64>>) -> Vec<Rounding> {
+    {
+        let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
+        fixture.target.create(OBJECT, 0).await.expect("create");
+        let (ours, kube): (Starts, Starts) = Default::default();
+
+        // This crate's controller: the reconciler notes when it started, and on which value.
+        let seen = ours.clone();
+        let controller = Controller::builder("latency")
+            .build(
+                &fixture.informer,
+                move |req: Request, ctx: Context<ConfigMap>| {
+                    if let Some(v) = ctx.get(&req).and_then(|cm| value_of(&cm)) {
+                        seen.lock().push((v, Instant::now()));
+                    }
+                    async { Ok(ReconcileResult::done()) }
+                },
+            )
+            .expect("controller");
+        fixture.run_informer();
+        let c = controller.clone();
+        let ours_task = tokio::spawn(async move { c.run(futures::future::pending()).await });
+
+        // kube-runtime's, the same.
+        let seen = kube.clone();
+        let kube_task = tokio::spawn(
+            KubeController::new(fixture.target.api(), watcher::Config::default())
+                .run(
+                    move |cm: Arc<ConfigMap>, _: Arc<()>| {
+                        if cm.name_any() == OBJECT
+                            && let Some(v) = value_of(&cm)
+                        {
+                            seen.lock().push((v, Instant::now()));
+                        }
+                        async { Ok::<_, Infallible>(Action::await_change()) }
+                    },
+                    |_, _, _| Action::await_change(),
+                    Arc::new(()),
+                )
+                .for_each(|_| async {}),
+        );
+        let api = fixture.target.api();
+        let mut rows = vec![];
+        for (i, offset) in plan.iter().enumerate() {
+            let value = i as u64 + 1;
+            // Settle; then, on a paused clock, stand exactly `offset` µs past a whole
+            // millisecond (every sleep of a paused clock ends on a whole millisecond).
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if let Some(offset) = offset {
+                tokio::time::advance(Duration::from_micros(*offset)).await;
+            }
+            let sent = Instant::now();
+            rig::set_value(&api, OBJECT, value).await.expect("write");
+            let started = |starts: &Starts| {
+                starts
+                    .lock()
+                    .iter()
+                    .find(|(v, _)| *v == value)
+                    .map(|(_, at)| *at)
+            };
+            super::storm::wait_until(Duration::from_secs(5), || {
+                started(&ours).is_some() && started(&kube).is_some()
+            })
+            .await
+            .expect("no reconcile for the write within 5 s: watch or scheduler stalled?");
+            let us = |at: Instant| (at - sent).as_micros() as u64;
+            rows.push(Rounding {
+                offset_us: offset.unwrap_or(0),
+                controlloop_us: us(started(&ours).expect("ours started")),
+                kube_runtime_us: us(started(&kube).expect("kube started")),
+            });
+        }
+        controller.shutdown();
+        let _ = within(Duration::from_secs(10), "controller shutdown", ours_task).await;
+        kube_task.abort();
+        fixture.stop().await;
+        rows
+    }
+}

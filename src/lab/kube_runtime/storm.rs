@@ -1,0 +1,193 @@
+//! The write storm on kube-runtime's `Controller`: the same writer, server, object, reconciler
+//! cost and report as [`crate::lab::burst`], with kube-runtime 5.0.0 in place of this crate's
+//! controller (`kube-runtime/src/controller/mod.rs`, `Controller::for_stream` + `run`).
+//!
+//! ```text
+//!  writer ──patch value=1..=N──► API server ──watch──► watcher ─► reflector ─► applied_objects
+//!                                                                 │ Store          │ (counted)
+//!                                                                 ▼                ▼
+//!                                     reconciler(Arc<ConfigMap>) ◄─ runner ◄── scheduler
+//!                                     "works" for `cost` (a tokio sleep)   (one slot per object)
+//! ```
+//!
+//! The reconciler is handed the object, not a request: kube-runtime's applier reads it from the
+//! reflector's store when the reconcile *starts*, so it is the level at that moment, never the
+//! payload of the event that triggered it.
+
+use std::{
+    convert::Infallible,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    ResourceExt,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::{Action, Config},
+        reflector::{self, ObjectRef, reflector},
+        watcher::{self, watcher},
+    },
+};
+use tokio::time::Instant;
+
+use crate::lab::{
+    burst::{BurstError, Clock, Params, Report},
+    rig::{self, Backend, NAMESPACE, OBJECT, Observation, Recorder, Target, value_of},
+};
+
+/// How the kube-runtime controller of a storm is built, beyond [`Params`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Knobs {
+    /// `controller::Config::debounce` (default zero).
+    pub debounce: Duration,
+    /// The faithful reconciler, or the broken one that detaches its work.
+    pub design: Design,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs {
+            debounce: Duration::ZERO,
+            design: Design::Faithful,
+        }
+    }
+}
+
+/// Which reconciler a kube-runtime storm runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Design {
+    /// Does its work inside the reconcile future.
+    Faithful,
+    /// **Broken**: spawns its work and returns at once, so the runner believes the object is
+    /// done while the work still runs. Kept to show the per-object detectors firing.
+    DetachedWork,
+}
+
+/// Runs one storm against kube-runtime on a runtime of its own (paused current-thread for
+/// [`Clock::Virtual`], two threads for [`Clock::Real`]).
+pub fn run(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
+    match params.clock {
+        Clock::Virtual if params.backend != Backend::InProcess => {
+            Err(BurstError::VirtualNeedsInProcess(params.backend.clone()))
+        }
+        Clock::Virtual => rig::paused(run_async(params, knobs)),
+        Clock::Real => rig::real(run_async(params, knobs)),
+    }
+}
+
+/// Runs one storm against kube-runtime on the current runtime.
+pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
+    if params.writes == 0 {
+        return Err(BurstError::NoWrites);
+    }
+    let target = Target::start(&params.backend).await?;
+    target.create(OBJECT, 0).await?;
+    let recorder = Recorder::new();
+    let heard = Arc::new(AtomicU64::new(0));
+    let (cost, design) = (params.cost, knobs.design);
+
+    // The block chapter 11 shows, line for line.
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let count = heard.clone();
+    let stream = reflector(writer, watcher(target.api(), watcher::Config::default()))
+        .applied_objects()
+        .inspect_ok(move |_| {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+    let controller = Controller::for_stream(stream, reader.clone())
+        .with_config(
+            Config::default()
+                .concurrency(params.workers as u16)
+                .debounce(knobs.debounce),
+        )
+        .run(
+            move |cm: Arc<ConfigMap>, recorder: Arc<Recorder>| async move {
+                if cm.name_any() == OBJECT {
+                    let value = value_of(&cm); // the store's copy when the reconcile started
+                    match design {
+                        Design::Faithful => recorder.act(value, cost).await,
+                        Design::DetachedWork => {
+                            tokio::spawn(async move { recorder.act(value, cost).await });
+                        }
+                    }
+                }
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, _, _| Action::await_change(),
+            recorder.clone(),
+        )
+        .for_each(|_| async {});
+    let running = tokio::spawn(controller);
+
+    // Settle on the initial value 0 before the storm starts.
+    let settle = Duration::from_secs(30);
+    wait_until(settle, || {
+        recorder.observations().last().map(|o| o.value) == Some(Some(0))
+            && recorder.in_flight() == 0
+    })
+    .await
+    .map_err(|_| {
+        BurstError::Stalled(
+            "kube-runtime never reconciled value 0: store never ready, or the runner held it?"
+                .into(),
+        )
+    })?;
+    let (events_before, seen_before) =
+        (heard.load(Ordering::SeqCst), recorder.observations().len());
+
+    let burst = rig::write_burst(&target.api(), OBJECT, params.writes, params.gap).await?;
+
+    // Quiet: every event heard, nothing running, and nothing started for a reconcile's cost.
+    let limit = settle + (params.cost + Duration::from_millis(5)) * params.writes as u32;
+    let quiet_for = params.cost + Duration::from_millis(2);
+    let mut last_change = (Instant::now(), recorder.observations().len());
+    wait_until(limit, || {
+        let n = recorder.observations().len();
+        if n != last_change.1 || recorder.in_flight() > 0 {
+            last_change = (Instant::now(), n);
+        }
+        heard.load(Ordering::SeqCst) - events_before >= params.writes
+            && Instant::now() - last_change.0 >= quiet_for
+    })
+    .await
+    .map_err(|_| {
+        BurstError::Stalled(format!(
+            "kube-runtime never went quiet within {limit:?}: events lost, or a request never ran?"
+        ))
+    })?;
+    let events = heard.load(Ordering::SeqCst) - events_before;
+    let final_in_cache = reader
+        .get(&ObjectRef::new(OBJECT).within(NAMESPACE))
+        .and_then(|cm| value_of(&cm));
+    running.abort();
+    let _ = running.await;
+    target.stop().await;
+
+    let observed: Vec<Observation> = recorder.observations()[seen_before..].to_vec();
+    Ok(Report::new(
+        params,
+        &burst,
+        events,
+        events, // every applied object is one request to the scheduler
+        &observed,
+        final_in_cache,
+        recorder.max_in_flight(),
+    ))
+}
+
+/// Polls `done` every millisecond until it holds, or fails after `limit`.
+pub(crate) async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
+    tokio::time::timeout(limit, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .map_err(|_| ())
+}
