@@ -9,7 +9,7 @@ use std::fmt::Display;
 
 use crate::book::band::Band;
 
-use crate::lab::{burst, workqueue};
+use crate::lab::{burst, kube_runtime, workqueue};
 
 /// One pinned band, for the table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -58,6 +58,11 @@ pub fn all() -> Vec<Pinned> {
         burst::bands::ALL
             .iter()
             .map(|(name, band)| pinned(name, "06-deduplication.md", *band)),
+    );
+    v.extend(
+        kube_runtime::bands::ALL
+            .iter()
+            .map(|(name, band)| pinned(name, "11-what-carries-over-to-kube-rs.md", *band)),
     );
     v
 }

@@ -93,6 +93,10 @@ chapters! {
     ],
     ch09_spoken_drills = "09-spoken-drills.md" [],
     ch10_what_varies = "10-what-varies.md" [],
+    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
+        ch11_virtual => lab::kube_runtime::ch11::run_virtual,
+        ch11_real => lab::kube_runtime::ch11::run_real,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -25,20 +25,17 @@ use std::{
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    ResourceExt,
-    runtime::{
-        Controller, WatchStreamExt,
-        controller::{Action, Config},
-        reflector::{self, ObjectRef, reflector},
-        watcher::{self, watcher},
-    },
+use kube::runtime::{
+    Controller, WatchStreamExt,
+    controller::{Action, Config},
+    reflector::{self, ObjectRef, Store, reflector},
+    watcher::{self, watcher},
 };
 use tokio::time::Instant;
 
 use crate::lab::{
     burst::{BurstError, Clock, Params, Report},
-    rig::{self, Backend, NAMESPACE, OBJECT, Observation, Recorder, Target, value_of},
+    rig::{self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Target, value_of},
 };
 
 /// How the kube-runtime controller of a storm is built, beyond [`Params`].
@@ -92,7 +89,7 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
     let heard = Arc::new(AtomicU64::new(0));
     let (cost, design) = (params.cost, knobs.design);
 
-    // The block chapter 11 shows, line for line.
+    // The block chapter 11 shows, line for line (plus the broken design's switch).
     let (reader, writer) = reflector::store::<ConfigMap>();
     let count = heard.clone();
     let stream = reflector(writer, watcher(target.api(), watcher::Config::default()))
@@ -108,26 +105,41 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
         )
         .run(
             move |cm: Arc<ConfigMap>, recorder: Arc<Recorder>| async move {
-                if cm.name_any() == OBJECT {
-                    let value = value_of(&cm); // the store's copy when the reconcile started
-                    match design {
-                        Design::Faithful => recorder.act(value, cost).await,
-                        Design::DetachedWork => {
-                            tokio::spawn(async move { recorder.act(value, cost).await });
-                        }
+                let value = value_of(&cm); // the store's copy when the reconcile started
+                match design {
+                    Design::Faithful => recorder.act(value, cost).await,
+                    Design::DetachedWork => {
+                        tokio::spawn(async move { recorder.act(value, cost).await });
                     }
                 }
                 Ok::<_, Infallible>(Action::await_change())
             },
             |_, _, _| Action::await_change(),
             recorder.clone(),
-        )
-        .for_each(|_| async {});
-    let running = tokio::spawn(controller);
+        );
+    let running = tokio::spawn(controller.for_each(|_| async {}));
+    let before = settled(&recorder, &heard).await?;
 
-    // Settle on the initial value 0 before the storm starts.
-    let settle = Duration::from_secs(30);
-    wait_until(settle, || {
+    let burst = rig::write_burst(&target.api(), OBJECT, params.writes, params.gap).await?;
+
+    let report = finish(params, &burst, &heard, before, &reader, &recorder).await;
+    running.abort();
+    let _ = running.await;
+    target.stop().await;
+    report
+}
+
+/// Where a storm starts from: events heard and reconciles seen once the controller has
+/// reconciled the initial value 0 and is idle.
+#[derive(Debug, Clone, Copy)]
+pub struct Before {
+    events: u64,
+    reconciles: usize,
+}
+
+/// Waits (30 s at most) until the controller has reconciled value 0 and nothing runs.
+pub async fn settled(recorder: &Recorder, heard: &AtomicU64) -> Result<Before, BurstError> {
+    wait_until(SETTLE, || {
         recorder.observations().last().map(|o| o.value) == Some(Some(0))
             && recorder.in_flight() == 0
     })
@@ -138,13 +150,25 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
                 .into(),
         )
     })?;
-    let (events_before, seen_before) =
-        (heard.load(Ordering::SeqCst), recorder.observations().len());
+    Ok(Before {
+        events: heard.load(Ordering::SeqCst),
+        reconciles: recorder.observations().len(),
+    })
+}
 
-    let burst = rig::write_burst(&target.api(), OBJECT, params.writes, params.gap).await?;
+const SETTLE: Duration = Duration::from_secs(30);
 
-    // Quiet: every event heard, nothing running, and nothing started for a reconcile's cost.
-    let limit = settle + (params.cost + Duration::from_millis(5)) * params.writes as u32;
+/// Waits until the storm is over — every event heard, nothing running, and nothing started for
+/// a reconcile's cost — and reports it.
+pub async fn finish(
+    params: &Params,
+    burst: &Burst,
+    heard: &AtomicU64,
+    before: Before,
+    reader: &Store<ConfigMap>,
+    recorder: &Recorder,
+) -> Result<Report, BurstError> {
+    let limit = SETTLE + (params.cost + Duration::from_millis(5)) * params.writes as u32;
     let quiet_for = params.cost + Duration::from_millis(2);
     let mut last_change = (Instant::now(), recorder.observations().len());
     wait_until(limit, || {
@@ -152,7 +176,7 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
         if n != last_change.1 || recorder.in_flight() > 0 {
             last_change = (Instant::now(), n);
         }
-        heard.load(Ordering::SeqCst) - events_before >= params.writes
+        heard.load(Ordering::SeqCst) - before.events >= params.writes
             && Instant::now() - last_change.0 >= quiet_for
     })
     .await
@@ -161,18 +185,14 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
             "kube-runtime never went quiet within {limit:?}: events lost, or a request never ran?"
         ))
     })?;
-    let events = heard.load(Ordering::SeqCst) - events_before;
+    let events = heard.load(Ordering::SeqCst) - before.events;
     let final_in_cache = reader
         .get(&ObjectRef::new(OBJECT).within(NAMESPACE))
         .and_then(|cm| value_of(&cm));
-    running.abort();
-    let _ = running.await;
-    target.stop().await;
-
-    let observed: Vec<Observation> = recorder.observations()[seen_before..].to_vec();
+    let observed: Vec<Observation> = recorder.observations()[before.reconciles..].to_vec();
     Ok(Report::new(
         params,
-        &burst,
+        burst,
         events,
         events, // every applied object is one request to the scheduler
         &observed,
@@ -181,8 +201,8 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
     ))
 }
 
-/// Polls `done` every millisecond until it holds, or fails after `limit`.
-pub(crate) async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
+/// Polls `done` every millisecond (tokio time) until it holds, or fails after `limit`.
+pub async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
     tokio::time::timeout(limit, async {
         while !done() {
             tokio::time::sleep(Duration::from_millis(1)).await;
