@@ -409,10 +409,9 @@ pub fn relist_gap_text(g: &RelistGap) -> String {
         let (before, after): (Vec<_>, Vec<_>) =
             g.log.entries(rt).into_iter().partition(|(t, _)| *t < SEC);
         let notes = |v: Vec<(Duration, String)>| {
-            v.into_iter()
-                .map(|(_, n)| n)
-                .collect::<Vec<_>>()
-                .join(" | ")
+            let mut n: Vec<String> = v.into_iter().map(|(_, n)| n).collect();
+            n.sort();
+            n.join(" | ")
         };
         let _ = writeln!(
             out,
