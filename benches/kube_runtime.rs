@@ -47,7 +47,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::{StreamExt, TryStreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
-    api::{Api, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
     runtime::{
         Controller as KubeController,
         controller::{Action, Config},
@@ -143,6 +143,9 @@ enum Drainer {
     OurReflector,
     OurInformer,
     KubeReflector,
+    /// No reflector at all: `Api::list`, then `Api::watch` from its resourceVersion, each event
+    /// decoded and dropped. The path both reflectors share (server, transport, decoding).
+    BareWatch,
 }
 
 /// One drain: `watchers` drainers list, wait, the 20,000 writes happen, then the gate opens and
@@ -181,6 +184,23 @@ async fn drain_once(cluster: &Cluster, drainer: Drainer, watchers: usize) -> Dur
                     while applied < QUEUED {
                         if let Some(watcher::Event::Apply(_)) = stream.try_next().await.unwrap() {
                             applied += 1;
+                        }
+                    }
+                }
+                Drainer::BareWatch => {
+                    let list = api.list(&ListParams::default()).await.unwrap();
+                    let rv = list.metadata.resource_version.unwrap_or_default();
+                    mark_listed();
+                    gate.wait_for(|open| *open).await.unwrap();
+                    let mut events = api
+                        .watch(&WatchParams::default(), &rv)
+                        .await
+                        .unwrap()
+                        .boxed();
+                    let mut decoded = 0;
+                    while decoded < QUEUED {
+                        if let Some(Ok(WatchEvent::Modified(_))) = events.next().await {
+                            decoded += 1;
                         }
                     }
                 }
@@ -313,6 +333,7 @@ fn drain(c: &mut Criterion) {
             ("controlloop_reflector", Drainer::OurReflector),
             ("kube_runtime_reflector", Drainer::KubeReflector),
             ("controlloop_informer", Drainer::OurInformer),
+            ("bare_watch", Drainer::BareWatch),
         ] {
             let id = format!("{name}/{watchers}_watchers");
             g.bench_function(&id, |b| {
@@ -570,12 +591,23 @@ fn report() {
             rate(&format!("kube_runtime_reflector/{w}_watchers"), n),
             rate(&format!("controlloop_informer/{w}_watchers"), n),
         );
-        if let (Some(o), Some(k), Some(i)) = (o, k, i) {
+        let floor = rate(&format!("bare_watch/{w}_watchers"), n);
+        if let (Some(o), Some(k), Some(i), Some(f)) = (o, k, i, floor) {
+            // Wall time per event beyond the shared path (server, transport, decoding), in µs.
+            let beyond = |r: f64| 1e6 / r - 1e6 / f;
             let _ = writeln!(
                 out,
                 "| drain 20,000 events, {w} watcher(s), events/s (median) | reflector {o:.0}; informer {i:.0} | {k:.0} | {:.2}× (≥ 1.5×); informer {:.2}× |",
                 o / k,
                 i / k
+            );
+            let _ = writeln!(
+                out,
+                "| … the shared path alone (bare `Api::watch`, no store): {f:.0} events/s; µs per event beyond it | reflector {:.2}; informer {:.2} | {:.2} | a free reflector: {:.2}× |",
+                beyond(o),
+                beyond(i),
+                beyond(k),
+                f / k
             );
         }
     }
