@@ -169,15 +169,22 @@ pub async fn finish(
     recorder: &Recorder,
 ) -> Result<Report, BurstError> {
     let limit = SETTLE + (params.cost + Duration::from_millis(5)) * params.writes as u32;
-    let quiet_for = params.cost + Duration::from_millis(2);
-    let mut last_change = (Instant::now(), recorder.observations().len());
+    // kube-runtime shows no queue: a request may sit in the scheduler (a millisecond or two
+    // under the real clock, more under load) before it runs. So quiet means: nothing heard,
+    // started or running for a reconcile's cost plus a margin (2 ms virtual, 100 ms real).
+    let margin = match params.clock {
+        Clock::Virtual => Duration::from_millis(2),
+        Clock::Real => Duration::from_millis(100),
+    };
+    let quiet_for = params.cost + margin;
+    let seen = |r: &Recorder| (heard.load(Ordering::SeqCst), r.observations().len());
+    let mut last_change = (Instant::now(), seen(recorder));
     wait_until(limit, || {
-        let n = recorder.observations().len();
-        if n != last_change.1 || recorder.in_flight() > 0 {
-            last_change = (Instant::now(), n);
+        let now = seen(recorder);
+        if now != last_change.1 || recorder.in_flight() > 0 {
+            last_change = (Instant::now(), now);
         }
-        heard.load(Ordering::SeqCst) - before.events >= params.writes
-            && Instant::now() - last_change.0 >= quiet_for
+        now.0 - before.events >= params.writes && Instant::now() - last_change.0 >= quiet_for
     })
     .await
     .map_err(|_| {
