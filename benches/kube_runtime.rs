@@ -19,6 +19,13 @@
 //!
 //! Medians of this run, the ratios and the percentiles are written to
 //! `chapters/measured/ch11_bench.md` (chapter 11 includes it) and printed.
+//!
+//! Wall time on a shared machine moves with its load. For a count that does not, run one
+//! workload once under callgrind and subtract its twin (see [`once`]):
+//!
+//! ```text
+//! KUBE_RUNTIME_BENCH_ONCE=cold-kube valgrind --tool=callgrind target/release/deps/kube_runtime-…
+//! ```
 
 use std::{
     collections::BTreeMap,
@@ -43,7 +50,7 @@ use controlloop::{
     controller::{Context, Controller, Request, Result as Res},
     lab::rig::{self, value_of},
 };
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use futures::{StreamExt, TryStreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -647,5 +654,58 @@ fn report() {
     let _ = controlloop::book::measured::record("ch11_bench", &out);
 }
 
+// ---------------------------------------------------------------------------------------------
+// One run of one workload, for an instruction count (`valgrind --tool=callgrind`), which does
+// not move with the machine's load the way wall time does.
+
+/// `KUBE_RUNTIME_BENCH_ONCE=WORKLOAD` runs one workload once and exits; WORKLOAD is
+/// `cold-none` / `cold-controlloop` / `cold-kube` (10,000 objects created, then nothing, or one
+/// cold start) or `drain-writes` / `drain-bare` / `drain-controlloop` / `drain-kube` (the 20,000
+/// writes alone, or drained by one watcher).
+/// The differences between the counts of a workload and its `none`/`bare` twin are the cost of
+/// the runtime alone.
+fn once(workload: &str) {
+    let rt = runtime();
+    rt.block_on(async {
+        let cluster = Cluster::new(ServerOptions {
+            history: 60_000,
+            ..Default::default()
+        });
+        let api: Api<ConfigMap> = Api::namespaced(cluster.in_process_client(), "default");
+        let (objects, prefix) = if workload.starts_with("cold") {
+            (THROUGHPUT_OBJECTS, "o")
+        } else {
+            (DRAIN_OBJECTS, "d")
+        };
+        for i in 0..objects {
+            api.create(&PostParams::default(), &cm(format!("{prefix}{i}")))
+                .await
+                .unwrap();
+        }
+        let took = match workload {
+            "cold-none" => Duration::ZERO,
+            "cold-controlloop" => ours_cold_start(&api).await,
+            "cold-kube" => kube_cold_start(&api).await,
+            "drain-writes" => {
+                queue_events(&api).await;
+                Duration::ZERO
+            }
+            "drain-bare" => drain_once(&cluster, Drainer::BareWatch, 1).await,
+            "drain-controlloop" => drain_once(&cluster, Drainer::OurReflector, 1).await,
+            "drain-kube" => drain_once(&cluster, Drainer::KubeReflector, 1).await,
+            other => panic!("unknown workload {other}"),
+        };
+        println!("{workload}: {took:?}");
+    });
+}
+
 criterion_group!(benches, drain, throughput, latency);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(workload) = std::env::var("KUBE_RUNTIME_BENCH_ONCE") {
+        once(&workload);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
