@@ -1,13 +1,41 @@
-//! The workqueue's speed against client-go's figures on the same machine class
-//! (shared/reference/client-go-figures.md): add+get+done on distinct keys, add of a key that
-//! is already queued, each with 1, 2 and 16 tasks, and the contention harness.
+//! The workqueue's speed, row for row with client-go's workqueue benchmark: add+get+done on
+//! distinct keys and an add of a key that is already queued, each with 1, 2 and 16 tasks, and
+//! chapter 01's contention harness through the queue and through a channel.
 //!
 //! Keys are pre-generated `default/obj-NNNNNNN` strings, as in client-go's benchmark. The main
 //! rows use `&'static str`, which like a Go string is a pointer and a length: copying it costs
 //! nothing. The `String` rows show what an owned key costs on top (an allocation per copy).
-use std::{hint::black_box, time::Instant};
+//!
+//! # The multi-task rows
+//!
+//! `tasks` tasks share the operations on a two-thread runtime, and the figure is wall time
+//! divided by the operations completed, as client-go's parallel rows are (GOMAXPROCS=2).
+//!
+//! - **Every task takes turns.** A tokio task runs until it awaits something that is not
+//!   ready, and these operations never wait: without a yield, each task would run its whole
+//!   share before the next one started, and the 16-task rows would measure two tasks (one per
+//!   thread) back to back. So every task yields after every `TURN` (256) operations: all of
+//!   them take turns on the two threads, as Go's goroutines do when they meet a contended lock.
+//!   A yield on the two-thread runtime costs far more than an add (it can wake the other
+//!   thread); shared by 256 operations it is a small part of each figure, where a yield every
+//!   16 made the duplicate-add rows mostly a measure of the scheduler.
+//! - **No run can hang.** An add+get+done task adds a key from its own slice and then gets
+//!   whatever is queued; if a thread is descheduled between `get` and `done` long enough, an
+//!   add merges into a held key and a get would wait for ever. The task is
+//!   `controlloop::lab::workqueue::cycles::cycles`, whose tests show that run ending instead
+//!   (and the old loop hanging); the figure divides by the operations actually completed.
+use std::{
+    hint::black_box,
+    time::{Duration, Instant},
+};
 
-use controlloop::{lab::workqueue as lab, workqueue::Queue};
+use controlloop::{
+    lab::workqueue::{
+        contention::{ADDS, through_channel, through_queue},
+        cycles::{Idle, TURN, cycles},
+    },
+    workqueue::Queue,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::FutureExt;
 
@@ -62,8 +90,6 @@ fn one_task(c: &mut Criterion) {
     });
 }
 
-/// `tasks` tasks on a two-thread runtime share `iters` operations; the figure is wall time
-/// divided by all operations, as client-go's parallel rows are.
 fn many_tasks(c: &mut Criterion) {
     let keys = keys();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -75,28 +101,25 @@ fn many_tasks(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let q = Queue::new();
                 let per = (iters as usize).div_ceil(tasks);
+                let span = KEYS / tasks;
+                let idle = Idle::new(tasks);
                 let start = Instant::now();
-                rt.block_on(async {
+                let completed: usize = rt.block_on(async {
                     let handles: Vec<_> = (0..tasks)
                         .map(|t| {
-                            let q = q.clone();
-                            tokio::spawn(async move {
-                                // Each task cycles through its own slice of keys, so no add
-                                // ever meets its key still dirty: every add is one item.
-                                let span = KEYS / tasks;
-                                for j in 0..per {
-                                    q.add(keys[t * span + j % span]);
-                                    let k = q.get().await.expect("not shut down");
-                                    q.done(&k);
-                                }
-                            })
+                            let slice = &keys[t * span..(t + 1) * span];
+                            tokio::spawn(cycles(q.clone(), slice, per, idle.clone()))
                         })
                         .collect();
+                    let mut completed = 0;
                     for h in handles {
-                        h.await.unwrap();
+                        completed += h.await.unwrap();
                     }
+                    completed
                 });
-                start.elapsed() * iters as u32 / (per * tasks) as u32
+                start
+                    .elapsed()
+                    .mul_f64(iters as f64 / completed.max(1) as f64)
             })
         });
         c.bench_function(&format!("workqueue/add_duplicate/{tasks}_tasks"), |b| {
@@ -110,8 +133,11 @@ fn many_tasks(c: &mut Criterion) {
                         .map(|_| {
                             let q = q.clone();
                             tokio::spawn(async move {
-                                for _ in 0..per {
+                                for j in 1..=per {
                                     q.add(black_box(keys[0]));
+                                    if j % TURN == 0 {
+                                        tokio::task::yield_now().await;
+                                    }
                                 }
                             })
                         })
@@ -120,20 +146,32 @@ fn many_tasks(c: &mut Criterion) {
                         h.await.unwrap();
                     }
                 });
-                start.elapsed() * iters as u32 / (per * tasks) as u32
+                start.elapsed().mul_f64(iters as f64 / (per * tasks) as f64)
             })
         });
     }
 }
 
+/// Chapter 01's real-clock harness (16 workers, 64 keys, 320,000 adds, a reconcile that
+/// yields once), through the queue and through the channel: the same functions the chapter
+/// runs.
 fn contention(c: &mut Criterion) {
+    fn yield_once(_key: usize) -> Duration {
+        Duration::ZERO
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut g = c.benchmark_group("workqueue/contention_16x64x320k");
     g.sample_size(10);
-    for v in [lab::Variant::Queue, lab::Variant::Channel] {
-        g.bench_function(format!("{v:?}"), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| lab::contention(v).wall).sum())
-        });
-    }
+    g.bench_function("Queue", |b| {
+        b.iter(|| rt.block_on(through_queue(Queue::new(), ADDS, None, yield_once)))
+    });
+    g.bench_function("Channel", |b| {
+        b.iter(|| rt.block_on(through_channel(ADDS, None, yield_once)))
+    });
     g.finish();
 }
 

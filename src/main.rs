@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use controlloop::{
     apiserver,
     book::{self, site},
+    lab::{burst::ch06::ESSAY_RECONCILES, rig::ESSAY},
 };
 
 /// Runs every experiment the book shows, then builds the book as a website.
@@ -28,6 +29,16 @@ struct Cli {
 enum Command {
     /// Build the website only, without running experiments.
     Site,
+    /// Write the appendix "What it costs" from criterion's saved estimates (in
+    /// `target/criterion/`); with `--run`, first run every benchmark (`cargo bench`).
+    Costs {
+        /// Run `cargo bench` first (takes a while; run it on a quiet machine).
+        #[arg(long)]
+        run: bool,
+        /// Options passed to criterion.
+        #[arg(long, default_value = "--warm-up-time 2 --measurement-time 5")]
+        criterion_args: String,
+    },
     /// Run the named experiments only (all when none are named), without building the site.
     Run {
         /// Experiment names, as listed by `list`.
@@ -36,7 +47,7 @@ enum Command {
     /// List the experiments and the chapters that show them.
     List,
     /// Run the essay's write storm under the real clock and print a table to compare with the
-    /// essay (about 24 reconciles for 200 writes, 1 ms apart, behind a 20 ms reconciler).
+    /// essay's figure.
     Burst(BurstArgs),
     /// Run the embedded Kubernetes API server in the foreground, logging every request.
     /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
@@ -51,13 +62,13 @@ enum Command {
 #[derive(clap::Args)]
 struct BurstArgs {
     /// Number of writes.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = ESSAY.writes)]
     writes: u64,
     /// Gap between writes, in ms.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = ESSAY.gap.as_millis() as u64)]
     gap_ms: u64,
     /// Reconcile cost, in ms.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = ESSAY.cost.as_millis() as u64)]
     cost_ms: u64,
     /// The controller's workers.
     #[arg(long, default_value_t = 1)]
@@ -90,6 +101,10 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Burst(args)) => run_burst(&args),
         Some(Command::Apiserver { port }) => run_apiserver(port),
         Some(Command::Site) => finish(build_site()?, cli.serve, cli.port),
+        Some(Command::Costs {
+            run,
+            criterion_args,
+        }) => write_costs(run, &criterion_args),
         None => {
             run_experiments(&[])?;
             finish(build_site()?, cli.serve, cli.port)
@@ -124,19 +139,6 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
                 failed.push(e.name);
             }
         }
-    }
-    if failed.is_empty() && chosen.iter().any(|e| e.name == "ch06_real") {
-        // The table a person can hold against the essay's numbers.
-        run_burst(&BurstArgs {
-            writes: 200,
-            gap_ms: 1,
-            cost_ms: 20,
-            workers: 1,
-            repeat: 5,
-            in_process: false,
-            virtual_time: false,
-            kubeconfig: None,
-        })?;
     }
     if !failed.is_empty() {
         bail!(
@@ -224,8 +226,11 @@ fn run_burst(args: &BurstArgs) -> anyhow::Result<()> {
     );
     print!("{}", Table(&reports));
     println!(
-        "\nthe essay (client-go, fake clientset): 200 writes x 1 ms x 20 ms -> about 24 \
-         reconciles; reconciles ~ span / cost + 1."
+        "\nthe essay (client-go, fake clientset): {} writes x {} ms x {} ms -> about \
+         {ESSAY_RECONCILES} reconciles; reconciles ~ span / cost + 1.",
+        ESSAY.writes,
+        ESSAY.gap.as_millis(),
+        ESSAY.cost.as_millis()
     );
     Ok(())
 }
@@ -240,5 +245,39 @@ fn finish(out: PathBuf, serve: bool, port: u16) -> anyhow::Result<()> {
     if serve {
         tokio::runtime::Runtime::new()?.block_on(site::serve(&out, port))?;
     }
+    Ok(())
+}
+
+/// The `costs` subcommand: optionally runs every benchmark, then writes the appendix's table.
+fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
+    use controlloop::book::costs;
+    let info = costs::RunInfo::here(criterion_args);
+    if run {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = std::process::Command::new(cargo)
+            .args(["bench", "--locked", "--"])
+            .args(criterion_args.split_whitespace())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()?;
+        if !status.success() {
+            bail!("cargo bench failed ({status})");
+        }
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
+    let estimates = costs::collect(&target.join("criterion"))?;
+    if estimates.is_empty() {
+        bail!(
+            "no saved estimates under {}: run `cargo bench` or pass --run",
+            target.display()
+        );
+    }
+    let path = costs::write_reference_run(&costs::render(&info, &estimates, costs::TARGETS))?;
+    println!(
+        "{} benchmarks written to {}",
+        estimates.len(),
+        path.display()
+    );
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::{
 };
 
 use controlloop::{
-    controller::{Context, Controller, ControllerError, Error, Request, Result as Res},
+    controller::{Context, Controller, ControllerError, Error, Release, Request, Result as Res},
     lab::rig::{self, Backend, Fixture, Recorder, value_of},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -174,7 +174,9 @@ fn an_unrecovered_panic_reaches_run_and_still_releases_the_key() {
     });
 }
 
-/// Shutdown stops taking work but lets the reconcile in flight finish.
+/// Shutdown under v0.24 (the default, whose priority queue hands out nothing once shut down)
+/// stops taking work but lets the reconcile in flight finish; v0.22 drains the queue instead
+/// (`tests/faults_controller.rs`).
 #[test]
 fn shutdown_waits_for_the_reconcile_in_flight_and_takes_no_more() {
     runtime().block_on(async {
@@ -182,6 +184,7 @@ fn shutdown_waits_for_the_reconcile_in_flight_and_takes_no_more() {
         let recorder = Recorder::new();
         let rec = recorder.clone();
         let c = Controller::builder("t")
+            .release(Release::V0_24)
             .build(
                 &f.informer,
                 move |_req: Request, _ctx: Context<ConfigMap>| {
@@ -257,6 +260,23 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
         );
         c.shutdown();
         within("run never returned", run).await.unwrap().unwrap();
+        f.stop().await;
+    });
+}
+
+/// A controller follows controller-runtime v0.24 unless told otherwise.
+#[test]
+fn the_default_release_is_v0_24_and_the_builder_sets_another() {
+    runtime().block_on(async {
+        let f = fixture(&[]).await;
+        let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
+        let c = Controller::builder("t").build(&f.informer, noop).unwrap();
+        assert_eq!(c.release(), Release::V0_24);
+        let c = Controller::builder("u")
+            .release(Release::V0_22)
+            .build(&f.informer, noop)
+            .unwrap();
+        assert_eq!(c.release(), Release::V0_22);
         f.stop().await;
     });
 }

@@ -1,8 +1,9 @@
 //! The status escape hatch (chapter 08): one action per real switch-on across restarts and
-//! dropped watch events, and the two in-memory designs failing where they must. Every run is
+//! dropped watch events, the two in-memory designs failing where they must, and the generation
+//! rules with and without the status subresource. Every run is
 //! under tokio's paused clock against the embedded server in-process, so counts are exact.
 
-use controlloop::lab::status_hatch::{self, Design, run, timeline};
+use controlloop::lab::status_hatch::{self, Design, generation, run, timeline};
 
 fn expected() -> Vec<u64> {
     timeline().iter().map(|s| s.expected).collect()
@@ -41,24 +42,43 @@ fn the_hatchs_own_status_writes_come_back_as_events_and_act_on_nothing() {
 }
 
 #[test]
-fn observed_generation_lags_a_spec_change_until_the_reconcile() {
-    let m = status_hatch::generations();
-    status_hatch::check_generations(&m);
+fn a_status_write_bumps_the_generation_only_without_the_status_subresource() {
+    let r = generation::rules();
+    generation::check_rules(&r);
+    // create, spec change, status write, annotation change, delete held by a finalizer
+    assert_eq!(r.with_status, [Some(1), Some(2), Some(2), Some(2), Some(3)]);
     assert_eq!(
-        (m[2].generation, m[2].observed_generation),
-        (Some(2), Some(1))
+        r.without_status,
+        [Some(1), Some(2), Some(3), Some(3), Some(4)]
     );
 }
 
 #[test]
-fn the_check_fails_when_a_broken_design_stands_in_for_the_hatch() {
+fn an_observed_generation_record_never_catches_up_without_the_status_subresource() {
+    let l = generation::loops();
+    generation::check_loops(&l);
+    assert_eq!(l[0].status_writes, 1);
+    assert_eq!(
+        (l[0].generation, l[0].observed_generation),
+        (Some(1), Some(1))
+    );
+    // Every write bumped the generation it had just recorded.
+    assert_eq!(l[1].generation, Some(l[1].status_writes as i64 + 1));
+    assert_eq!(l[1].observed_generation, l[1].generation.map(|g| g - 1));
+}
+
+#[test]
+fn the_checks_fail_when_a_broken_design_stands_in_or_the_rules_are_doctored() {
     let (_, runs) = status_hatch::table();
     status_hatch::check(&runs);
     let swapped = [runs[1].clone(), runs[1].clone(), runs[2].clone()];
     assert!(std::panic::catch_unwind(|| status_hatch::check(&swapped)).is_err());
-    let mut moments = status_hatch::generations();
-    moments[3].observed_generation = moments[1].observed_generation; // never caught up
-    assert!(std::panic::catch_unwind(|| status_hatch::check_generations(&moments)).is_err());
+    let mut rules = generation::rules();
+    rules.without_status = rules.with_status.clone(); // status as if a subresource
+    assert!(std::panic::catch_unwind(|| generation::check_rules(&rules)).is_err());
+    let mut loops = generation::loops();
+    loops[1] = loops[0]; // as if the record had caught up
+    assert!(std::panic::catch_unwind(|| generation::check_loops(&loops)).is_err());
 }
 
 #[test]

@@ -15,9 +15,9 @@ use controlloop::cache::{
         scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch, page},
     },
     reflector::{Phase, RecordingStore, Reflector, ReflectorOptions, Step},
-    shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    shared_informer::{HandlerFuncs, HandlerPanic, InformerOptions, SharedIndexInformer},
 };
-use controlloop::features::{Feature, FeatureGates};
+use controlloop::features::{Feature, FeatureGates, klog};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectMeta;
 use parking_lot::Mutex;
@@ -422,5 +422,178 @@ async fn atomic_and_non_atomic_replace_give_the_same_events_and_cache() {
     assert_eq!(
         results[0].0[3..],
         ["delete a", "update b", "update c", "add d"]
+    );
+}
+
+// ---- handler panics (`processorListener.run`, `utilruntime.HandleCrashWithLogger`) ----
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// An informer over `pods` (one list, then a watch that stays open) with `policy`.
+fn panicking_informer(
+    pods: usize,
+    policy: HandlerPanic,
+) -> Arc<SharedIndexInformer<Pod, ScriptedListerWatcher<Pod>>> {
+    let lw = ScriptedListerWatcher::new().without_watch_list();
+    let items = (1..=pods).map(|i| pod(&format!("pod{i}"), "1")).collect();
+    lw.push_list(Ok(page("1", items)));
+    Arc::new(SharedIndexInformer::new(
+        lw,
+        InformerOptions {
+            handler_panic: policy,
+            ..InformerOptions::new(S(1))
+        },
+    ))
+}
+
+/// A handler whose every add panics with "fake panic", recording when each call came.
+fn panicking_handler() -> (HandlerFuncs<Pod>, Arc<Mutex<Vec<tokio::time::Instant>>>) {
+    let calls = Arc::new(Mutex::new(vec![]));
+    let c = calls.clone();
+    let h = HandlerFuncs::new().on_add(move |_, _| {
+        c.lock().push(tokio::time::Instant::now());
+        panic!("fake panic");
+    });
+    (h, calls)
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    tokio::time::timeout(S(60), async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}"))
+}
+
+const OBSERVED: &str = r#"E] "Observed a panic" panic="fake panic""#;
+
+/// `TestEventPanics` "simple" (`utilruntime.ReallyCrash = false`, here
+/// `HandlerPanic::LogAndContinue`): the panic is logged as upstream's `logPanic` logs it, the
+/// informer syncs, and the handler never does: the initial add it panicked on was never
+/// delivered (upstream's comment on its own test: "the handler never syncs when the callback
+/// panics").
+#[test]
+fn event_panics_are_logged_and_the_panicking_handler_never_syncs() {
+    let ((), lines) = klog::capture(|| {
+        paused_runtime().block_on(async {
+            let informer = panicking_informer(1, HandlerPanic::LogAndContinue);
+            let (h, calls) = panicking_handler();
+            let reg = informer.add_event_handler(h).unwrap();
+            let checks = async {
+                tokio::time::timeout(S(60), informer.wait_synced())
+                    .await
+                    .expect("the informer never synced: the initial list was not popped?");
+                until("the handler was never called", || calls.lock().len() == 1).await;
+                tokio::time::sleep(S(30)).await;
+                assert!(
+                    !reg.has_synced(),
+                    "a skipped initial add counted as delivered"
+                );
+                assert_eq!((reg.panics(), informer.handler_panics()), (1, 1));
+                assert_eq!(reg.crash(), None, "LogAndContinue never crashes");
+            };
+            tokio::join!(informer.run(tokio::time::sleep(S(60))), checks);
+        })
+    });
+    assert_eq!(
+        lines.iter().filter(|l| *l == OBSERVED).count(),
+        1,
+        "{lines:#?}"
+    );
+}
+
+/// `TestEventPanics` "many": five pods, two handlers that panic on every add. Each panic is
+/// logged once per handler, and each handler waits one second after each panic before its next
+/// notification, so the fifth call comes four seconds after the first (exactly, in paused time;
+/// upstream checks at least).
+#[test]
+fn every_event_panic_is_logged_and_each_listener_sleeps_a_second_after_it() {
+    let ((), lines) = klog::capture(|| {
+        paused_runtime().block_on(async {
+            let informer = panicking_informer(5, HandlerPanic::LogAndContinue);
+            let (h1, calls1) = panicking_handler();
+            let (h2, calls2) = panicking_handler();
+            let (r1, r2) = (
+                informer.add_event_handler(h1).unwrap(),
+                informer.add_event_handler(h2).unwrap(),
+            );
+            informer.run(tokio::time::sleep(S(60))).await;
+            for (calls, reg) in [(calls1, r1), (calls2, r2)] {
+                let calls = calls.lock();
+                assert_eq!((calls.len(), reg.panics()), (5, 5));
+                assert_eq!(
+                    calls[4] - calls[0],
+                    S(4),
+                    "processorListener's sleepAfterCrash"
+                );
+                assert!(!reg.has_synced());
+            }
+            assert_eq!(informer.handler_panics(), 10);
+        })
+    });
+    assert_eq!(
+        lines.iter().filter(|l| *l == OBSERVED).count(),
+        10,
+        "{lines:#?}"
+    );
+}
+
+/// Upstream's default, `utilruntime.ReallyCrash = true` (apimachinery's `TestHandleCrash`:
+/// `HandleCrash` re-panics): the panic is logged, then re-raised. The process would die; here
+/// the informer stops, its `run` resumes the handler's own panic, no handler gets anything
+/// more, and every registration reports the crash.
+#[test]
+fn a_handler_panic_crashes_the_informer_by_default() {
+    let ((), lines) = klog::capture(|| {
+        paused_runtime().block_on(async {
+            assert_eq!(
+                InformerOptions::new(S(1)).handler_panic,
+                HandlerPanic::Crash
+            );
+            let informer = panicking_informer(3, HandlerPanic::default());
+            let (h, calls) = panicking_handler();
+            let (bystander, seen) = recorder();
+            let reg = informer.add_event_handler(h).unwrap();
+            let other = informer.add_event_handler(bystander).unwrap();
+            let run = tokio::spawn({
+                let informer = informer.clone();
+                async move { informer.run(futures::future::pending()).await }
+            });
+            let crashed = tokio::time::timeout(S(60), other.crashed())
+                .await
+                .expect("the other registration never heard of the crash");
+            assert_eq!(crashed, "fake panic");
+            let joined = tokio::time::timeout(S(60), run)
+                .await
+                .expect("run never returned after the handler panicked");
+            let payload = joined.expect_err("run returned normally").into_panic();
+            assert_eq!(payload.downcast_ref::<&str>(), Some(&"fake panic"));
+            tokio::time::sleep(S(60)).await;
+            assert_eq!(
+                calls.lock().len(),
+                1,
+                "the panicking handler got more after the crash"
+            );
+            assert!(seen.lock().len() <= 3);
+            assert_eq!((reg.panics(), informer.handler_panics()), (1, 1));
+            assert_eq!(informer.crash().as_deref(), Some("fake panic"));
+            assert!(
+                informer.add_event_handler(HandlerFuncs::new()).is_err(),
+                "a crashed informer is stopped"
+            );
+        })
+    });
+    assert_eq!(
+        lines.iter().filter(|l| *l == OBSERVED).count(),
+        1,
+        "{lines:#?}"
     );
 }

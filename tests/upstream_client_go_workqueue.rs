@@ -1,16 +1,15 @@
 //! client-go's workqueue tests (`util/workqueue/*_test.go`, v0.36), rewritten by hand against
-//! the port. Each test names the upstream test it follows; the checklist is §9 items 1–17 of
-//! shared/reference/upstream-semantics.md. Upstream's fake clock is tokio's paused clock here:
+//! the port. Each test names the upstream test it follows (client-go v0.36.3,
+//! `util/workqueue/queue_test.go`, `delaying_queue_test.go`, `rate_limiting_queue_test.go`,
+//! `default_rate_limiters_test.go`). Upstream's fake clock is tokio's paused clock here:
 //! every wait is virtual, and every await that could hang has a timeout naming the deadlock.
 
 use std::{sync::Arc, time::Duration};
 
 use controlloop::workqueue::{
-    DelayingQueue, InMemoryMetrics, MetricsProvider, Queue, QueueConfig, RateLimitingQueue,
-    rate_limiter::{
-        ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
-        WithMaxWaitRateLimiter,
-    },
+    DelayingQueue, InMemoryMetrics, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
+    MaxOfRateLimiter, MetricsProvider, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    WithMaxWaitRateLimiter,
 };
 use futures::FutureExt;
 use tokio::time::{advance, timeout};
@@ -227,6 +226,57 @@ async fn a_dirty_item_done_after_shutdown_is_still_handed_out() {
     q.done(&1);
     assert_eq!(get(&q, "shutdown").await, None);
     timeout(HANG, drain).await.expect("drain hung").unwrap();
+}
+
+/// `TestQueueDrainageUsingShutDownWithDrainWithDirtyItem` again, for what Go's `Done` does
+/// when it re-queues the last held item: it signals, and the drain sees an empty processing
+/// set and returns. The port's drain once waited here until the re-queued item's own `done`,
+/// and forever if no worker took it. It returns at that moment even though the item is
+/// handed out again before the drain's task runs.
+#[tokio::test(start_paused = true)]
+async fn a_drain_returns_when_the_last_done_requeues_a_dirty_item() {
+    let q = Queue::new();
+    q.add("foo");
+    let gotten = get(&q, "foo").await.unwrap();
+    q.add("foo"); // dirty while processing
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain().await }
+    });
+    advance(MS).await;
+    // As upstream: with nothing queued, a get reports the shutdown; the drain is blocked.
+    assert_eq!(get(&q, "shut down, nothing queued").await, None);
+    assert!(!drain.is_finished(), "returned with foo in flight");
+    q.done(&gotten); // processing is empty: the drain is over
+    let again = get(&q, "the re-queued foo").await;
+    assert_eq!(again, Some("foo"), "done put the dirty item back");
+    timeout(HANG, drain)
+        .await
+        .expect("shut_down_with_drain hung after the done that emptied processing")
+        .unwrap();
+    q.done(&"foo");
+    assert_eq!(get(&q, "shutdown").await, None);
+}
+
+/// The same fault with no worker left to take the re-queued item: Go's drain returns; a
+/// drain woken only by the last release would wait forever.
+#[tokio::test(start_paused = true)]
+async fn a_drain_does_not_wait_for_a_requeued_item_nobody_takes() {
+    let q = Queue::new();
+    q.add(1usize);
+    let one = get(&q, "1").await.unwrap();
+    q.add(1);
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain().await }
+    });
+    advance(MS).await;
+    q.done(&one);
+    timeout(HANG, drain)
+        .await
+        .expect("shut_down_with_drain waits for an item no worker will take")
+        .unwrap();
+    assert_eq!(q.len(), 1, "the item is still queued for a getter");
 }
 
 /// Item 9, `TestDeduping`: the earliest ready time wins; the item fires once.

@@ -128,7 +128,7 @@ mod tests {
             .iter()
             .map(|r| r["name"].clone())
             .collect();
-        assert_eq!(names, ["widgets", "widgets/status"]);
+        assert_eq!(names, ["widgets", "widgets/status", "plainwidgets"]);
         assert!(document(&["apis", "nope", "v1"], "x").is_none());
         assert_eq!(document(&["version"], "x").unwrap()["minor"], "36");
     }

@@ -2,7 +2,7 @@
 //!
 //! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`) decodes
 //! strictly into its Go type (a type error is a 400 from the decoder), a custom resource
-//! (`Widget`) is checked against its structural schema (a type error is a 422) and pruned of
+//! (`Widget`, `PlainWidget`) is checked against its structural schema (a type error is a 422) and pruned of
 //! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
 //! unknown fields exactly as pruning does.
 
@@ -10,7 +10,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
-use crate::resources::Widget;
+use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 /// One resource the server serves.
@@ -50,7 +50,7 @@ fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String
 }
 
 /// Every resource the server serves, indexed by the constants above.
-pub(crate) static KINDS: [Kind; 2] = [
+pub(crate) static KINDS: [Kind; 3] = [
     Kind {
         group: "",
         version: "v1",
@@ -77,6 +77,22 @@ pub(crate) static KINDS: [Kind; 2] = [
         unconditional_update: false,
         strategic_merge: false,
         round_trip: round_trip::<Widget>,
+        decode_error_is_invalid: true,
+    },
+    // A Widget whose CRD installs no subresources: `status` is an ordinary field, so writing
+    // it bumps the generation like any change outside `metadata`.
+    Kind {
+        group: "lab.controlloop.dev",
+        version: "v1",
+        kind: "PlainWidget",
+        plural: "plainwidgets",
+        singular: "plainwidget",
+        short_names: &["pwd"],
+        status_subresource: false,
+        tracks_generation: true,
+        unconditional_update: false,
+        strategic_merge: false,
+        round_trip: round_trip::<PlainWidget>,
         decode_error_is_invalid: true,
     },
 ];

@@ -29,7 +29,8 @@
 //! # Differences from upstream
 //! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource.
 //! - No finalizer-free graceful deletion and no garbage collector; finalizers are honoured
-//!   (deletion sets `deletionTimestamp`, the last finalizer's removal deletes).
+//!   (deletion sets `deletionTimestamp` and bumps a kept generation, the last finalizer's
+//!   removal deletes).
 //! - Revisions are per server, as in one etcd; there is no watch cache in between, so every
 //!   read is consistent.
 
@@ -146,11 +147,14 @@ fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
     v["metadata"][field].as_str().unwrap_or_default()
 }
 
-/// Everything but `metadata` and `status` (and the type fields): what bumps the generation.
+/// Everything but `metadata` (and the type fields): what bumps the generation. `status` counts
+/// too, as upstream's `copyNonMetadata` (apiextensions-apiserver v0.36.3,
+/// `pkg/registry/customresource/strategy.go`): with the status subresource the main endpoint
+/// has already put the stored status back, so only a kind without it sees a status change here.
 fn spec_differs(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| -> Value {
         let mut m = v.as_object().cloned().unwrap_or_default();
-        for f in ["metadata", "status", "apiVersion", "kind"] {
+        for f in ["metadata", "apiVersion", "kind"] {
             m.remove(f);
         }
         Value::Object(m)
@@ -520,6 +524,14 @@ impl Storage {
             let mut obj = cur.value.clone();
             obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            // Marking an object deleted bumps its generation, once (apiserver v0.36.3,
+            // `pkg/registry/generic/registry/store.go`, `markAsDeleting`).
+            if let Some(g) = cur.value["metadata"]["generation"]
+                .as_i64()
+                .filter(|g| *g > 0)
+            {
+                obj["metadata"]["generation"] = json!(g + 1);
+            }
             return Ok(self.commit(kind, EventType::Modified, key, obj, Some(cur), false));
         }
         let last = cur.value.clone();

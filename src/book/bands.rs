@@ -35,25 +35,10 @@ fn pinned<T: Display>(name: &'static str, chapter: &'static str, band: Band<T>) 
 
 /// Every band, in chapter order.
 pub fn all() -> Vec<Pinned> {
-    use workqueue::bands as wq;
-    let mut v = vec![
-        pinned(
-            "QUEUE_RECONCILES",
-            "01-two-small-sets.md",
-            wq::QUEUE_RECONCILES,
-        ),
-        pinned("QUEUE_WALL_MS", "01-two-small-sets.md", wq::QUEUE_WALL_MS),
-        pinned(
-            "CHANNEL_VIOLATIONS",
-            "01-two-small-sets.md",
-            wq::CHANNEL_VIOLATIONS,
-        ),
-        pinned(
-            "CHANNEL_WALL_MS",
-            "01-two-small-sets.md",
-            wq::CHANNEL_WALL_MS,
-        ),
-    ];
+    let mut v: Vec<Pinned> = workqueue::contention::bands::ALL
+        .iter()
+        .map(|(name, band)| pinned(name, "01-two-small-sets.md", *band))
+        .collect();
     v.extend(
         burst::bands::ALL
             .iter()
@@ -65,4 +50,24 @@ pub fn all() -> Vec<Pinned> {
             .map(|(name, band)| pinned(name, "11-what-carries-over-to-kube-rs.md", *band)),
     );
     v
+}
+
+/// Chapter 10's table of every band: its name, the chapter that checks it, what it accepts
+/// and its basis. The chapter shows this body.
+pub fn table() -> String {
+    // book: ch10_bands
+    let mut table = String::new();
+    for b in all() {
+        table.push_str(&format!(
+            "{} ({})\n  accepts {}\n  basis: {}\n",
+            b.name, b.chapter, b.accepts, b.basis
+        ));
+    }
+    table
+    // book: end ch10_bands
+}
+
+/// Records chapter 10's band table (the `cargo run --release` experiment).
+pub fn experiment() {
+    crate::book::snap::text("ch10_bands", table());
 }

@@ -61,16 +61,20 @@ macro_rules! chapters {
 }
 
 chapters! {
-    ch00_introduction = "00-introduction.md" [],
+    ch00_introduction = "00-introduction.md" [
+        ch00_virtual_time => lab::intro::ch00_virtual_time,
+    ],
     ch01_two_small_sets = "01-two-small-sets.md" [
-        ch01_coalescing => || { lab::workqueue::ch01_coalescing(); },
-        ch01_contention => || { lab::workqueue::ch01_contention(); },
+        ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
+        ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
+        ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
+        ch01_essay => lab::workqueue::contention::ch01_essay,
     ],
     ch02_forget_is_not_done = "02-forget-is-not-done.md" [
-        ch02_forget_without_done => || { lab::workqueue::ch02_forget_without_done(); },
-        ch02_default_limiter_table => || { lab::workqueue::ch02_default_limiter_table(); },
-        ch02_bucket_120_items => || { lab::workqueue::ch02_bucket_120_items(); },
-        ch02_done_without_forget => || { lab::workqueue::ch02_done_without_forget(); },
+        ch02_forget_without_done => lab::workqueue::backoff::ch02_forget_without_done,
+        ch02_default_limiter => lab::workqueue::backoff::ch02_default_limiter,
+        ch02_bucket => lab::workqueue::backoff::ch02_bucket,
+        ch02_done_without_forget => lab::workqueue::backoff::ch02_done_without_forget,
     ],
     ch03_realfifo = "03-realfifo.md" [
         fifo => lab::fifo::run,
@@ -91,8 +95,12 @@ chapters! {
     ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" [
         status_hatch => lab::status_hatch::experiment,
     ],
-    ch09_spoken_drills = "09-spoken-drills.md" [],
-    ch10_what_varies = "10-what-varies.md" [],
+    ch09_spoken_drills = "09-spoken-drills.md" [
+        ch09_drills => lab::drills::experiment,
+    ],
+    ch10_what_varies = "10-what-varies.md" [
+        ch10_bands => crate::book::bands::experiment,
+    ],
     ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
         ch11_virtual => lab::kube_runtime::ch11::run_virtual,
         ch11_real => lab::kube_runtime::ch11::run_real,

@@ -8,7 +8,9 @@
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
 //! - [`bands`]: the table of every band the book pins.
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
+//! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
+//! - [`links`]: the built site's links, each checked to resolve.
 //! - [`site`]: the website, built with mdBook as a library.
 //!
 //! Adding a chapter touches two places: the chapter's line in `chapters/SUMMARY.md` and its
@@ -18,7 +20,9 @@
 pub mod band;
 pub mod bands;
 pub mod chapters;
+pub mod costs;
 pub mod drills;
+pub mod links;
 pub mod measured;
 pub mod site;
 pub mod snap;

@@ -3,7 +3,8 @@
 //! mdBook reports some failures only as log lines and still returns `Ok` — a missing
 //! `{{#include}}` is the one that matters here, since every recorded result reaches the page
 //! through one. [`build`] therefore listens to mdBook's `tracing` events while it builds and
-//! turns any warning or error into a failed build that quotes it.
+//! turns any warning or error into a failed build that quotes it. It then fails on any link of
+//! the built site that resolves to nothing ([`super::links`]).
 
 use std::{
     path::{Path, PathBuf},
@@ -47,6 +48,17 @@ pub fn build(root: &Path, dest: Option<&Path>) -> anyhow::Result<PathBuf> {
             complaints.len(),
             root.display(),
             complaints.join("\n  ")
+        );
+    }
+    let dead = super::links::dead_links(&out).context("reading the built site")?;
+    if !dead.is_empty() {
+        bail!(
+            "the site has {} link(s) that resolve to nothing:\n  {}",
+            dead.len(),
+            dead.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
         );
     }
     // `build-dir` is relative to the book (`../target/book`): show the reader a clean path.

@@ -1,6 +1,8 @@
 //! The controller: an informer's events in, keys through a rate-limiting queue, reconciles out.
-//! Follows controller-runtime v0.22's `pkg/internal/controller/controller.go` (the worker loop)
-//! and `pkg/internal/source/event_handler.go` (informer callbacks to events).
+//! Follows controller-runtime's `pkg/internal/controller/controller.go` (the worker loop,
+//! `Start`, `Reconcile`) and `pkg/internal/source/kind.go` (the cache-sync gate), at v0.22.5
+//! and v0.24.1: [`Release`] picks between them. The informer side (`event_handler.go`) is
+//! the private `controller::source` module.
 //!
 //! ```text
 //!  SharedIndexInformer ─on_add/on_update/on_delete─► Event ─predicates─► EventHandler
@@ -10,6 +12,9 @@
 //!                                             │
 //!                                             └─ decide(result) ─► forget / add_after /
 //!                                                                  add_rate_limited, then done
+//!
+//!  run:  sync gate (Release::sync_gate) ─► workers ─► stop: cancel contexts, shut the queue
+//!        down; V0_22 workers drain what is queued, V0_24 workers stop ─► wait for workers
 //! ```
 //!
 //! # Invariants
@@ -20,45 +25,69 @@
 //! 3. A reconciler never sees an event: it gets a [`Request`] and a [`Context`] whose only
 //!    view of the object is the informer's indexer.
 //! 4. No two workers hold the same request at once (the queue's processing set).
+//! 5. Once the controller stops — [`Controller::shutdown`], `run`'s stop future, `run`'s
+//!    future dropped, or its informer crashed — every reconcile context is cancelled and the
+//!    queue is shut down. No reconcile is abandoned at an `.await`: workers run on their own
+//!    tasks, and a dropped `run` leaves them to finish as a stopped controller does. Only
+//!    [`Controller::abort`], a modelled process kill, abandons them.
 //!
 //! # Concurrency
 //! Workers are tokio tasks, one per `max_concurrent_reconciles`, each looping claim →
 //! reconcile → decide → done. The counters in [`ControllerMetrics`] are atomics; no lock is
-//! held across an await.
+//! held across an await. Cancellation is one tokio-util `CancellationToken` per controller,
+//! with a child per reconcile.
 //!
 //! # Differences from upstream
-//! - On shutdown upstream shuts the queue down and its workers keep draining queued items
-//!   (with a cancelled context); here workers stop taking work at once and only finish the
-//!   reconciles already running. The keys left in the queue are lost either way.
-//! - No reconcile IDs, loggers, leader election, warm-up or reconciliation timeout.
+//! - Dropping `run`'s future is the port's `ctx` cancellation: the workers are left running
+//!   (detached) until they stop as after [`Controller::shutdown`]; nothing waits for them.
+//! - An event handler panic that crashes the informer ([`HandlerPanic::Crash`], upstream's
+//!   default) ends the process upstream. Here the informer stops and re-raises it, and a
+//!   controller fed by it stops: `run` returns [`ControllerError::InformerCrashed`], while
+//!   waiting for the cache or after its workers have stopped.
+//! - An unrecovered reconciler panic (`recover_panic(false)`) also ends the process upstream.
+//!   Here `run` stops the controller, aborts the other workers' reconciles and resumes the
+//!   panic.
+//! - The queue is built with the controller, not when it starts; v0.24's priority queue is not
+//!   built yet (see [`Release`]'s differences).
+//! - No reconcile IDs, loggers, leader election, warm-up or reconcile-time histogram.
 //! - Only one source (the informer of the reconciled kind); upstream allows many.
+//!
+//! [`HandlerPanic::Crash`]: crate::cache::shared_informer::HandlerPanic::Crash
 
 use std::{
     future::Future,
     panic::AssertUnwindSafe,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
 
 use futures::{FutureExt, future::BoxFuture};
-use tokio::sync::watch;
+use parking_lot::Mutex;
+use tokio::{
+    task::{AbortHandle, JoinSet},
+    time::Instant,
+};
+use tokio_util::sync::CancellationToken;
 
 use super::{
-    Error, Event, Request, Result as ReconcileResult,
+    Error, Request, Result as ReconcileResult,
+    context::Context,
     handler::{EnqueueRequestForObject, EventHandler},
+    metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel},
     predicate::Predicate,
+    release::{Release, SyncGate},
+    source::Source,
 };
 use crate::{
     cache::{
         Object, Store,
         lister_watcher::ListerWatcher,
-        shared_informer::{
-            DeletedObject, HandlerRegistration, ResourceEventHandler, SharedIndexInformer,
-        },
+        shared_informer::{HandlerRegistration, SharedIndexInformer, panic_message},
     },
+    features::klog,
     workqueue::{
         Claim, QueueConfig, RateLimiter, RateLimitingQueue, default_controller_rate_limiter,
     },
@@ -78,21 +107,8 @@ pub enum Action {
     AddRateLimited,
 }
 
-/// The `result` label of upstream's `controller_runtime_reconcile_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum ResultLabel {
-    /// No error, nothing asked.
-    Success,
-    /// No error, `requeue_after > 0`.
-    RequeueAfter,
-    /// No error, `requeue` set.
-    Requeue,
-    /// Any error, terminal or not.
-    Error,
-}
-
-/// The queue calls for one reconcile's outcome (upstream `reconcileHandler`, v0.22). The
-/// `done` that follows is not listed: it always happens (I1).
+/// The queue calls for one reconcile's outcome (upstream `reconcileHandler`, the same at
+/// v0.22 and v0.24). The `done` that follows is not listed: it always happens (I1).
 ///
 /// | outcome | actions | label |
 /// |---|---|---|
@@ -114,37 +130,6 @@ pub fn decide(outcome: &Outcome) -> (ResultLabel, Vec<Action>) {
     }
 }
 
-/// What a reconciler can see besides the request: the informer's cache, and which worker it
-/// runs on. There is deliberately no event in here (keeps I3).
-pub struct Context<K> {
-    indexer: Store<K>,
-    worker: usize,
-}
-
-impl<K> Clone for Context<K> {
-    fn clone(&self) -> Self {
-        Context {
-            indexer: self.indexer.clone(),
-            worker: self.worker,
-        }
-    }
-}
-
-impl<K: Object> Context<K> {
-    /// The object the request names, as the cache holds it *now*; `None` if it is gone.
-    pub fn get(&self, request: &Request) -> Option<Arc<K>> {
-        self.indexer.get_by_key(&request.key())
-    }
-    /// The whole cache, for reconcilers that read other objects.
-    pub fn indexer(&self) -> &Store<K> {
-        &self.indexer
-    }
-    /// Which worker (0-based) runs this reconcile.
-    pub fn worker(&self) -> usize {
-        self.worker
-    }
-}
-
 /// The user's code: given a request and the cache, drive the world towards the object.
 pub trait Reconciler<K>: Send + Sync + 'static {
     /// Reconciles one object.
@@ -158,88 +143,6 @@ where
 {
     fn reconcile(&self, request: Request, ctx: Context<K>) -> BoxFuture<'static, Outcome> {
         Box::pin(self(request, ctx))
-    }
-}
-
-/// Counters a controller keeps (upstream's `controller_runtime_*` metrics for one
-/// controller). Read them with [`ControllerMetrics::snapshot`].
-#[derive(Debug, Default)]
-pub struct ControllerMetrics {
-    events: AtomicU64,
-    enqueued: AtomicU64,
-    success: AtomicU64,
-    requeue_after: AtomicU64,
-    requeue: AtomicU64,
-    errors: AtomicU64,
-    terminal_errors: AtomicU64,
-    panics: AtomicU64,
-    active_workers: AtomicU64,
-}
-
-/// A copy of a controller's counters at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct MetricsSnapshot {
-    /// Informer callbacks that reached the controller (before predicates).
-    pub events: u64,
-    /// Requests the handler added to the queue (after predicates; before coalescing).
-    pub enqueued: u64,
-    /// `reconcile_total{result="success"}`.
-    pub success: u64,
-    /// `reconcile_total{result="requeue_after"}`.
-    pub requeue_after: u64,
-    /// `reconcile_total{result="requeue"}`.
-    pub requeue: u64,
-    /// `reconcile_errors_total` (= `reconcile_total{result="error"}`), terminal ones included.
-    pub errors: u64,
-    /// `terminal_reconcile_errors_total`.
-    pub terminal_errors: u64,
-    /// `reconcile_panics_total`.
-    pub panics: u64,
-    /// `active_workers`: reconciles running now.
-    pub active_workers: u64,
-}
-
-impl MetricsSnapshot {
-    /// Every reconcile that finished, whatever its result.
-    pub fn reconciles(&self) -> u64 {
-        self.success + self.requeue_after + self.requeue + self.errors
-    }
-}
-
-impl ControllerMetrics {
-    /// The counters now.
-    pub fn snapshot(&self) -> MetricsSnapshot {
-        let l = |c: &AtomicU64| c.load(Ordering::SeqCst);
-        MetricsSnapshot {
-            events: l(&self.events),
-            enqueued: l(&self.enqueued),
-            success: l(&self.success),
-            requeue_after: l(&self.requeue_after),
-            requeue: l(&self.requeue),
-            errors: l(&self.errors),
-            terminal_errors: l(&self.terminal_errors),
-            panics: l(&self.panics),
-            active_workers: l(&self.active_workers),
-        }
-    }
-
-    fn record(&self, label: ResultLabel, outcome: &Outcome) {
-        let c = match label {
-            ResultLabel::Success => &self.success,
-            ResultLabel::RequeueAfter => &self.requeue_after,
-            ResultLabel::Requeue => &self.requeue,
-            ResultLabel::Error => &self.errors,
-        };
-        c.fetch_add(1, Ordering::SeqCst);
-        match outcome {
-            Err(e) if e.is_terminal() => {
-                self.terminal_errors.fetch_add(1, Ordering::SeqCst);
-            }
-            Err(Error::Panic(_)) => {
-                self.panics.fetch_add(1, Ordering::SeqCst);
-            }
-            _ => {}
-        }
     }
 }
 
@@ -261,14 +164,21 @@ pub enum ControllerError {
     /// `run` was called twice (upstream: "controller was started more than once").
     #[error("controller was started more than once")]
     AlreadyStarted,
+    /// An event handler of the controller's informer panicked under
+    /// [`HandlerPanic::Crash`](crate::cache::shared_informer::HandlerPanic::Crash): the
+    /// informer stopped, so the controller did too (upstream: the process crashed).
+    #[error("the informer crashed: an event handler panicked: {0}")]
+    InformerCrashed(String),
 }
 
-/// How to build a [`Controller`]. Defaults are controller-runtime v0.22's.
+/// How to build a [`Controller`]. Defaults are controller-runtime's, at [`Release::V0_24`].
 pub struct Builder<K> {
     name: String,
+    release: Release,
     max_concurrent_reconciles: usize,
     recover_panic: bool,
     cache_sync_timeout: Duration,
+    reconciliation_timeout: Option<Duration>,
     predicates: Vec<Box<dyn Predicate<K>>>,
     handler: Box<dyn EventHandler<K>>,
     rate_limiter: Box<dyn RateLimiter<Request>>,
@@ -276,13 +186,19 @@ pub struct Builder<K> {
 }
 
 impl<K: Object + Clone> Builder<K> {
+    /// Which controller-runtime release to follow (default [`Release::V0_24`]); see
+    /// [`Release`] for what it changes.
+    pub fn release(mut self, release: Release) -> Self {
+        self.release = release;
+        self
+    }
     /// Workers (upstream `MaxConcurrentReconciles`, default 1; 0 is raised to 1).
     pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
         self.max_concurrent_reconciles = n.max(1);
         self
     }
     /// Whether a panicking reconciler becomes an [`Error::Panic`] (default true) or takes the
-    /// worker down with it (the key is still released, I1).
+    /// worker down with it (the key is still released, I1). Counted either way.
     pub fn recover_panic(mut self, on: bool) -> Self {
         self.recover_panic = on;
         self
@@ -290,6 +206,14 @@ impl<K: Object + Clone> Builder<K> {
     /// How long `run` waits for the cache (default 2 min).
     pub fn cache_sync_timeout(mut self, d: Duration) -> Self {
         self.cache_sync_timeout = d;
+        self
+    }
+    /// Each reconcile's deadline (upstream `ReconciliationTimeout`; default none, and zero
+    /// means none). When it passes, the reconcile's [`Context`] is cancelled with
+    /// [`ContextError::DeadlineExceeded`](super::ContextError::DeadlineExceeded); the
+    /// reconcile is *not* stopped, and what it returns is handled as usual.
+    pub fn reconciliation_timeout(mut self, d: Duration) -> Self {
+        self.reconciliation_timeout = Some(d).filter(|d| !d.is_zero());
         self
     }
     /// Adds a predicate; an event must pass all of them.
@@ -328,9 +252,7 @@ impl<K: Object + Clone> Builder<K> {
         }
         let mut queue_config = self.queue_config;
         queue_config.name = self.name.clone();
-        let limiter = BoxedLimiter(self.rate_limiter);
-        let queue = RateLimitingQueue::with_config(limiter, queue_config)
-            .map_err(|e| ControllerError::Queue(e.to_string()))?;
+        let queue = new_queue(self.release, self.rate_limiter, queue_config)?;
         let metrics = Arc::new(ControllerMetrics::default());
         let source = Source {
             predicates: self.predicates,
@@ -344,19 +266,36 @@ impl<K: Object + Clone> Builder<K> {
         Ok(Controller {
             inner: Arc::new(Inner {
                 name: self.name,
+                release: self.release,
                 max_concurrent_reconciles: self.max_concurrent_reconciles,
                 recover_panic: self.recover_panic,
                 cache_sync_timeout: self.cache_sync_timeout,
+                reconciliation_timeout: self.reconciliation_timeout,
                 queue,
                 indexer: informer.indexer().clone(),
                 reconciler: Arc::new(reconciler),
                 registration,
                 metrics,
                 started: AtomicBool::new(false),
-                stop: watch::channel(false).0,
+                stop: CancellationToken::new(),
+                workers: Mutex::new(vec![]),
             }),
         })
     }
+}
+
+/// Builds the controller's queue (upstream's `NewQueue`, called by `startEventSourcesAndQueue`).
+/// The seam for v0.24's priority queue: [`Release::queue_kind`] says which queue a release
+/// builds by default, and until `controller::priorityqueue` exists both kinds get the
+/// rate-limiting queue here, with v0.22's default limiter unless the builder replaced it. The
+/// priority queue's shutdown is emulated by the workers ([`Release::drains_queue_on_shutdown`]).
+fn new_queue(
+    _release: Release,
+    limiter: Box<dyn RateLimiter<Request>>,
+    config: QueueConfig,
+) -> std::result::Result<RateLimitingQueue<Request>, ControllerError> {
+    RateLimitingQueue::with_config(BoxedLimiter(limiter), config)
+        .map_err(|e| ControllerError::Queue(e.to_string()))
 }
 
 struct BoxedLimiter(Box<dyn RateLimiter<Request>>);
@@ -370,54 +309,6 @@ impl RateLimiter<Request> for BoxedLimiter {
     }
     fn num_requeues(&self, item: &Request) -> usize {
         self.0.num_requeues(item)
-    }
-}
-
-/// The informer handler: callbacks → [`Event`] → predicates → handler → queue (upstream's
-/// `EventHandler` adapter in `pkg/internal/source`).
-struct Source<K> {
-    predicates: Vec<Box<dyn Predicate<K>>>,
-    handler: Box<dyn EventHandler<K>>,
-    queue: RateLimitingQueue<Request>,
-    metrics: Arc<ControllerMetrics>,
-}
-
-impl<K: Object> Source<K> {
-    fn deliver(&self, event: Event<K>) {
-        self.metrics.events.fetch_add(1, Ordering::SeqCst);
-        if !self.predicates.iter().all(|p| p.matches(&event)) {
-            return;
-        }
-        self.handler.handle(&event, &mut |request| {
-            self.metrics.enqueued.fetch_add(1, Ordering::SeqCst);
-            self.queue.add(request);
-        });
-    }
-}
-
-impl<K: Object> ResourceEventHandler<K> for Source<K> {
-    fn on_add(&self, object: Arc<K>, is_in_initial_list: bool) {
-        self.deliver(Event::Create {
-            object,
-            is_in_initial_list,
-        });
-    }
-    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
-        self.deliver(Event::Update {
-            old: Some(old),
-            new: Some(new),
-        });
-    }
-    fn on_delete(&self, deleted: DeletedObject<K>) {
-        let delete_state_unknown = deleted.is_tombstone();
-        match deleted.object() {
-            Some(object) => self.deliver(Event::Delete {
-                object: object.clone(),
-                delete_state_unknown,
-            }),
-            // Upstream drops a tombstone without an object, with an error log.
-            None => tracing::error!("DeletedFinalStateUnknown without an object; dropped"),
-        }
     }
 }
 
@@ -437,31 +328,38 @@ impl<K> Clone for Controller<K> {
 
 struct Inner<K> {
     name: String,
+    release: Release,
     max_concurrent_reconciles: usize,
     recover_panic: bool,
     cache_sync_timeout: Duration,
+    reconciliation_timeout: Option<Duration>,
     queue: RateLimitingQueue<Request>,
     indexer: Store<K>,
     reconciler: Arc<dyn Reconciler<K>>,
     registration: HandlerRegistration,
     metrics: Arc<ControllerMetrics>,
     started: AtomicBool,
-    /// Set to true by [`Controller::shutdown`]; workers watch it between reconciles.
-    stop: watch::Sender<bool>,
+    /// The controller's `ctx`: cancelled when it stops (keeps I5); each reconcile's context
+    /// is a child of it.
+    stop: CancellationToken,
+    /// The workers' tasks, for [`Controller::abort`] only.
+    workers: Mutex<Vec<AbortHandle>>,
 }
 
 type Held = Claim<Request, RateLimitingQueue<Request>>;
 
 impl<K: Object + Clone> Controller<K> {
-    /// A builder with controller-runtime's defaults: 1 worker, panics recovered, a 2 min cache
-    /// sync timeout, [`EnqueueRequestForObject`], no predicates, and
-    /// `default_controller_rate_limiter` (the v0.22 default with the classic queue).
+    /// A builder with controller-runtime's defaults: [`Release::V0_24`], 1 worker, panics
+    /// recovered, a 2 min cache sync timeout, no reconciliation timeout,
+    /// [`EnqueueRequestForObject`], no predicates, and `default_controller_rate_limiter`.
     pub fn builder(name: impl Into<String>) -> Builder<K> {
         Builder {
             name: name.into(),
+            release: Release::default(),
             max_concurrent_reconciles: 1,
             recover_panic: true,
             cache_sync_timeout: Duration::from_secs(120),
+            reconciliation_timeout: None,
             predicates: vec![],
             handler: Box::new(EnqueueRequestForObject),
             rate_limiter: Box::new(default_controller_rate_limiter()),
@@ -473,6 +371,10 @@ impl<K: Object + Clone> Controller<K> {
     pub fn name(&self) -> &str {
         &self.inner.name
     }
+    /// The release it follows.
+    pub fn release(&self) -> Release {
+        self.inner.release
+    }
     /// The queue, for experiments that watch it (or add to it, like a `Generic` source).
     pub fn queue(&self) -> &RateLimitingQueue<Request> {
         &self.inner.queue
@@ -482,17 +384,33 @@ impl<K: Object + Clone> Controller<K> {
         self.inner.metrics.snapshot()
     }
 
-    /// Asks a running controller to stop: workers take no more work, reconciles in flight
-    /// finish, then [`run`](Controller::run) returns.
+    /// Stops the controller (upstream: `Start`'s context is cancelled): every reconcile's
+    /// [`Context`] is cancelled and the queue is shut down. Under [`Release::V0_22`] the
+    /// workers then take the keys still queued (their contexts already cancelled) until it is
+    /// empty; under [`Release::V0_24`] they take no more. [`run`](Controller::run) returns
+    /// once every worker has finished its reconcile (keeps I5).
     pub fn shutdown(&self) {
-        self.inner.stop.send_replace(true);
-        self.inner.queue.shut_down();
+        self.inner.shutdown();
     }
 
-    /// Waits for the cache to sync, then runs the workers (one tokio task each) until
-    /// [`shutdown`](Self::shutdown) or `stop` completes, and waits for in-flight reconciles
-    /// (upstream `Start`). With `recover_panic(false)`, a reconciler's panic is resumed here
-    /// once the other workers have stopped.
+    /// Kills the controller the way a process kill would, for experiments that model one:
+    /// [`shutdown`](Self::shutdown), then every worker's task is aborted, so each reconcile in
+    /// flight is dropped at whatever `.await` it had reached and never returns. The keys they
+    /// held are released (their claims drop) but not re-queued. Unlike `shutdown`, this breaks
+    /// I5's "no reconcile is abandoned" on purpose.
+    pub fn abort(&self) {
+        self.inner.shutdown();
+        for worker in self.inner.workers.lock().drain(..) {
+            worker.abort();
+        }
+    }
+
+    /// Waits for the cache to sync (what "synced" means depends on [`Release::sync_gate`]),
+    /// then runs the workers (one tokio task each) until [`shutdown`](Self::shutdown), `stop`
+    /// completes, or the informer crashes, and waits for them (upstream `Start`). A stop while
+    /// waiting for the cache still starts the workers, as upstream does. Dropping the returned
+    /// future stops the controller too, and leaves its workers to finish on their own.
+    /// With `recover_panic(false)`, a reconciler's panic is resumed here.
     pub async fn run(
         &self,
         stop: impl Future<Output = ()>,
@@ -501,50 +419,110 @@ impl<K: Object + Clone> Controller<K> {
         if inner.started.swap(true, Ordering::SeqCst) {
             return Err(ControllerError::AlreadyStarted);
         }
-        tokio::time::timeout(inner.cache_sync_timeout, inner.registration.wait_synced())
-            .await
-            .map_err(|_| ControllerError::CacheSyncTimeout(inner.cache_sync_timeout))?;
-        let mut workers = tokio::task::JoinSet::new();
-        for w in 0..inner.max_concurrent_reconciles {
-            workers.spawn(Inner::worker(inner.clone(), w));
-        }
-        let mut panic = None;
+        let mut guard = StopOnDrop {
+            inner: inner.clone(),
+            workers: JoinSet::new(),
+        };
         tokio::pin!(stop);
+        tokio::select! {
+            synced = inner.wait_for_sync() => synced?,
+            _ = &mut stop => inner.shutdown(),
+        }
+        for w in 0..inner.max_concurrent_reconciles {
+            let worker = guard.workers.spawn(Inner::worker(inner.clone(), w));
+            inner.workers.lock().push(worker);
+        }
+        let (mut panic, mut crash) = (None, None);
         loop {
             tokio::select! {
-                joined = workers.join_next() => match joined {
+                joined = guard.workers.join_next() => match joined {
                     None => break,
                     Some(Err(e)) if e.is_panic() => {
-                        // A worker died of an unrecovered panic: stop the others, then re-raise.
-                        self.shutdown();
+                        // An unrecovered reconciler panic: upstream's process is gone, so stop
+                        // everything at once and re-raise.
+                        inner.shutdown();
+                        guard.workers.abort_all();
                         panic.get_or_insert(e.into_panic());
                     }
                     Some(_) => {}
                 },
-                _ = &mut stop, if !*inner.stop.borrow() => self.shutdown(),
+                _ = &mut stop, if !inner.stop.is_cancelled() => inner.shutdown(),
+                message = inner.registration.crashed(), if crash.is_none() => {
+                    inner.shutdown();
+                    crash = Some(message);
+                }
             }
         }
         if let Some(p) = panic {
             std::panic::resume_unwind(p);
         }
-        Ok(())
+        crash.map_or(Ok(()), |m| Err(ControllerError::InformerCrashed(m)))
+    }
+}
+
+/// upstream's `ActiveWorkers` gauge with its deferred decrement: down again however the
+/// reconcile ends, an abort included.
+struct ActiveWorker<'a>(&'a ControllerMetrics);
+
+impl<'a> ActiveWorker<'a> {
+    fn start(metrics: &'a ControllerMetrics) -> Self {
+        metrics.active_workers.fetch_add(1, Ordering::SeqCst);
+        ActiveWorker(metrics)
+    }
+}
+
+impl Drop for ActiveWorker<'_> {
+    fn drop(&mut self) {
+        self.0.active_workers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Stops the controller when `run` ends or its future is dropped (keeps I5), and then leaves
+/// any worker still running to finish alone instead of aborting it at an `.await`.
+struct StopOnDrop<K: Object + Clone> {
+    inner: Arc<Inner<K>>,
+    workers: JoinSet<()>,
+}
+
+impl<K: Object + Clone> Drop for StopOnDrop<K> {
+    fn drop(&mut self) {
+        self.inner.shutdown();
+        self.workers.detach_all();
     }
 }
 
 impl<K: Object + Clone> Inner<K> {
-    async fn worker(self: Arc<Self>, worker: usize) {
-        let mut stopped = self.stop.subscribe();
-        loop {
-            if *stopped.borrow_and_update() {
-                return;
+    fn shutdown(&self) {
+        self.stop.cancel();
+        self.queue.shut_down();
+    }
+
+    /// upstream's source `WaitForSync` under `CacheSyncTimeout`, per [`Release::sync_gate`].
+    /// A crashed informer ends the wait at once.
+    async fn wait_for_sync(&self) -> std::result::Result<(), ControllerError> {
+        let reg = &self.registration;
+        let synced = async {
+            reg.wait_informer_synced().await;
+            if self.release.sync_gate() == SyncGate::Handler {
+                reg.wait_synced().await;
             }
-            let claim = tokio::select! {
-                c = self.queue.claim() => c,
-                _ = stopped.changed() => return,
-            };
-            let Some(claim) = claim else { return };
-            if *stopped.borrow() {
-                return; // dropping the claim releases the key (I1)
+        };
+        tokio::select! {
+            biased; // a crash that has happened wins over a sync
+            message = reg.crashed() => Err(ControllerError::InformerCrashed(message)),
+            r = tokio::time::timeout(self.cache_sync_timeout, synced) => r
+                .map_err(|_| ControllerError::CacheSyncTimeout(self.cache_sync_timeout)),
+        }
+    }
+
+    /// upstream's worker goroutine: `for c.processNextWorkItem(ctx) {}`.
+    async fn worker(self: Arc<Self>, worker: usize) {
+        // After shutdown the rate-limiting queue still hands out what is queued, then None.
+        while let Some(claim) = self.queue.claim().await {
+            if self.queue.shutting_down() && !self.release.drains_queue_on_shutdown() {
+                // The priority queue reports the shutdown instead of an item; dropping the
+                // claim releases the key unreconciled (I1).
+                return;
             }
             self.process(claim, worker).await;
         }
@@ -554,13 +532,11 @@ impl<K: Object + Clone> Inner<K> {
     /// after the actions: that drop is the deferred `Done` (I1, I2).
     async fn process(&self, claim: Held, worker: usize) {
         let request = claim.item().clone();
-        let ctx = Context {
-            indexer: self.indexer.clone(),
-            worker,
-        };
-        self.metrics.active_workers.fetch_add(1, Ordering::SeqCst);
+        let deadline = self.reconciliation_timeout.map(|d| Instant::now() + d);
+        let ctx = Context::new(self.indexer.clone(), worker, &self.stop, deadline);
+        let active = ActiveWorker::start(&self.metrics);
         let outcome = self.reconcile(request, ctx).await;
-        self.metrics.active_workers.fetch_sub(1, Ordering::SeqCst);
+        drop(active);
         let outcome = match outcome {
             Ok(o) => o,
             Err(panic) => std::panic::resume_unwind(panic), // claim drops while unwinding: I1
@@ -580,31 +556,59 @@ impl<K: Object + Clone> Inner<K> {
         drop(claim); // Done (keeps I1, after the actions: I2)
     }
 
-    /// Runs the reconciler, turning a panic into [`Error::Panic`] when `recover_panic` is on;
-    /// otherwise hands the panic back to be resumed.
+    /// upstream `Controller.Reconcile`: runs the reconciler under its deadline, counts every
+    /// panic, and turns one into [`Error::Panic`] when `recover_panic` is on; otherwise hands
+    /// it back to be resumed. The deadline only cancels the context: the reconciler's return
+    /// value still decides.
     async fn reconcile(
         &self,
         request: Request,
         ctx: Context<K>,
     ) -> std::result::Result<Outcome, Box<dyn std::any::Any + Send>> {
         let reconciler = self.reconciler.clone();
+        let deadline = ctx.deadline();
+        let timer = ctx.clone();
         // The call itself may panic before returning a future: catch both.
         let run = AssertUnwindSafe(async move { reconciler.reconcile(request, ctx).await });
-        match run.catch_unwind().await {
-            Ok(outcome) => Ok(outcome),
-            Err(panic) if self.recover_panic => Ok(Err(Error::Panic(panic_message(&*panic)))),
-            Err(panic) => Err(panic),
+        let run = run.catch_unwind();
+        tokio::pin!(run);
+        let result = match deadline {
+            None => run.await,
+            Some(at) => tokio::select! {
+                biased;
+                r = &mut run => r,
+                _ = tokio::time::sleep_until(at) => {
+                    timer.expire();
+                    run.await
+                }
+            },
+        };
+        match result {
+            Ok(outcome) => {
+                if timer.err() == Some(super::ContextError::DeadlineExceeded)
+                    && self.release.counts_reconcile_timeouts()
+                {
+                    self.metrics.timed_out();
+                }
+                Ok(outcome)
+            }
+            Err(panic) => {
+                self.metrics.panicked(); // counted before RecoverPanic is looked at
+                let message = panic_message(&*panic);
+                if self.recover_panic {
+                    // utilruntime.PanicHandlers: logPanic
+                    klog::error(
+                        "Observed a panic",
+                        None,
+                        &[("panic", message.as_str().into())],
+                    );
+                    Ok(Err(Error::Panic(message)))
+                } else {
+                    tracing::info!("Observed a panic in reconciler: {message}");
+                    Err(panic)
+                }
+            }
         }
-    }
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }
 
@@ -618,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn decide_follows_the_v0_22_result_table() {
+    fn decide_follows_the_result_table() {
         use Action::*;
         let cases: Vec<(Outcome, ResultLabel, Vec<Action>)> = vec![
             (
@@ -671,12 +675,5 @@ mod tests {
     fn forget_always_comes_before_the_delayed_add() {
         let (_, actions) = decide(&Ok(ReconcileResult::requeue_after(ms(1))));
         assert_eq!(actions.first(), Some(&Action::Forget));
-    }
-
-    #[test]
-    fn panic_messages_keep_their_text() {
-        assert_eq!(panic_message(&"boom"), "boom");
-        assert_eq!(panic_message(&String::from("bang")), "bang");
-        assert_eq!(panic_message(&42u8), "non-string panic payload");
     }
 }

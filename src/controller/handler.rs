@@ -1,10 +1,15 @@
 //! Event handlers: how an event becomes a [`Request`]. Follows controller-runtime's
-//! `pkg/handler/enqueue.go` (v0.22).
+//! `pkg/handler/enqueue.go` (v0.22.5 and v0.24.1 alike, but for priorities).
 //!
 //! [`EnqueueRequestForObject`] is the handler almost every controller uses, and it reads
 //! exactly two fields of the event's object: its name and its namespace. Everything else the
 //! event carried — what kind of change it was, the old and new contents — is discarded here, on
 //! purpose. That is the rule that makes a controller level-triggered.
+//!
+//! # Differences from upstream
+//! - With the priority queue (v0.24's default), upstream enqueues an initial-list create and
+//!   an unchanged-resourceVersion update at `LowPriority`. Priorities are not modelled yet
+//!   (see [`Release`](super::Release)); every request is a plain add.
 
 use kube::Resource;
 

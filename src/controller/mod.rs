@@ -1,5 +1,6 @@
 //! The controller: requests, results, events, predicates and handlers, after
-//! controller-runtime v0.22 (`pkg/reconcile`, `pkg/event`, `pkg/predicate`, `pkg/handler`).
+//! controller-runtime (`pkg/reconcile`, `pkg/event`, `pkg/predicate`, `pkg/handler`,
+//! `pkg/internal/controller`), at v0.24 by default and v0.22 for comparison ([`Release`]).
 //!
 //! How the parts meet:
 //!
@@ -9,18 +10,25 @@
 //! ```
 //!
 //! A worker takes a [`Request`] from the queue, reads the object from the informer's cache and
-//! reconciles. The event that caused the request never reaches the reconciler.
+//! reconciles. The event that caused the request never reaches the reconciler; what does reach
+//! it is a [`Context`]: the cache, and a cancellation signal for shutdown and
+//! `reconciliation_timeout`.
 
+pub mod context;
 #[allow(clippy::module_inception)] // upstream's layout: pkg/internal/controller/controller.go
 pub mod controller;
 pub mod event;
 pub mod handler;
+pub mod metrics;
 pub mod predicate;
+pub mod priorityqueue;
 pub mod reconcile;
+pub mod release;
+mod source;
 
-pub use controller::{
-    Action, Builder, Context, Controller, ControllerError, ControllerMetrics, MetricsSnapshot,
-    Outcome, Reconciler, ResultLabel, decide,
-};
+pub use context::{Context, ContextError};
+pub use controller::{Action, Builder, Controller, ControllerError, Outcome, Reconciler, decide};
 pub use event::Event;
+pub use metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel};
 pub use reconcile::{Error, Request, Result};
+pub use release::{QueueKind, Release, SyncGate};

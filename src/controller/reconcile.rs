@@ -1,5 +1,5 @@
 //! What a reconciler is given and what it returns. Follows controller-runtime's
-//! `pkg/reconcile/reconcile.go` (v0.22).
+//! `pkg/reconcile/reconcile.go` (v0.22.5 and v0.24.1; they differ only in `Result.Priority`).
 //!
 //! The one rule this module exists to state: a [`Request`] names an object and says nothing
 //! else. It carries no event (created? updated? deleted?) and no object contents. A reconciler
@@ -8,8 +8,9 @@
 //! the whole difference between a level-triggered and an edge-triggered controller.
 //!
 //! # Differences from upstream
-//! - `Result.Priority` is not modelled: it only matters for controller-runtime's priority
-//!   queue (the default from v0.23), and this port pins v0.22's rate-limiting queue.
+//! - `Result.Priority` (v0.24) is not modelled: it only matters for controller-runtime's
+//!   priority queue (the default from v0.23), which is not ported yet (see
+//!   [`Release`](super::Release)).
 //! - `Requeue` is kept although upstream has deprecated it, because its backoff behaviour is one
 //!   of the things the book measures.
 
@@ -55,7 +56,7 @@ impl fmt::Display for Request {
 
 /// What a successful reconcile asks of the controller.
 ///
-/// | result | what the controller does (v0.22) |
+/// | result | what the controller does (v0.22 and v0.24) |
 /// |---|---|
 /// | `Result::done()` | `forget` the request's failures |
 /// | `requeue_after > 0` | `forget`, then `add_after(d)`; wins over `requeue` |

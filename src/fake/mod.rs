@@ -79,6 +79,17 @@ pub enum EventType {
     Deleted,
 }
 
+impl EventType {
+    /// The wire name (`ADDED`, `MODIFIED`, `DELETED`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
 /// The watch buffer size: apimachinery's `watch.DefaultChanSize`.
 pub const DEFAULT_CHAN_SIZE: usize = 100;
 

@@ -12,6 +12,10 @@
 //! });
 //! ```
 //!
+//! The essay's storm is defined here once ([`ESSAY`]: 200 writes, 1 ms apart, 20 ms per
+//! reconcile); [`settle`] waits for quiet on the runtime's clock, and [`Named`] is the predicate
+//! that keeps a storm's controller on its one object.
+//!
 //! The subject is one ConfigMap whose `data.value` is a counter. ConfigMaps exist on every
 //! cluster, so the same experiment runs against the embedded server and against a real
 //! cluster through a kubeconfig, unchanged.
@@ -34,6 +38,7 @@ use tokio::time::Instant;
 use crate::{
     apiserver::{ApiServer, Cluster, ServerOptions},
     cache::shared_informer::{InformerOptions, SharedIndexInformer},
+    controller::predicate::Predicate,
 };
 
 /// Runs `future` to completion on a current-thread runtime whose clock is paused (tokio's
@@ -68,6 +73,33 @@ pub async fn within<F: std::future::Future>(limit: Duration, what: &str, fut: F)
         .await
         .unwrap_or_else(|_| panic!("{what} hung for {limit:?}"))
 }
+
+/// One write storm: how many writes, how far apart, and what one reconcile of them costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Storm {
+    /// How many writes (values `1..=writes`).
+    pub writes: u64,
+    /// The wait between two writes.
+    #[serde(serialize_with = "millis")]
+    pub gap: Duration,
+    /// How long one reconcile works (a tokio sleep).
+    #[serde(serialize_with = "millis")]
+    pub cost: Duration,
+}
+
+/// Serialises a duration as milliseconds (what every table of the book prints).
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// The essay's storm: 200 writes, 1 ms apart, behind a reconciler that works 20 ms. Every
+/// experiment that runs "the essay's storm" (chapters 06, 07 and 09, the `burst` command)
+/// starts from this one definition.
+pub const ESSAY: Storm = Storm {
+    writes: 200,
+    gap: Duration::from_millis(1),
+    cost: Duration::from_millis(20),
+};
 
 /// The namespace the experiment writes in.
 pub const NAMESPACE: &str = "default";
@@ -121,6 +153,43 @@ pub enum RigError {
     /// A request to the cluster failed.
     #[error("request to the cluster failed: {0}")]
     Api(#[from] kube::Error),
+    /// A wait for quiet ([`settle`]) ran out of time.
+    #[error("{what}: not settled within {limit:?}")]
+    Stalled {
+        /// What was awaited, and what is suspected when it does not come.
+        what: String,
+        /// How long it waited.
+        limit: Duration,
+    },
+}
+
+/// Waits until `quiet()` has held for `hold` without a break (`hold` zero: once), polling
+/// every millisecond of the runtime's clock; fails with [`RigError::Stalled`] naming `what`
+/// after `limit`.
+pub async fn settle(
+    limit: Duration,
+    hold: Duration,
+    what: &str,
+    mut quiet: impl FnMut() -> bool,
+) -> Result<(), RigError> {
+    let mut since: Option<Instant> = None;
+    let waited = tokio::time::timeout(limit, async {
+        loop {
+            match (quiet(), since) {
+                (false, _) => since = None,
+                (true, None) if hold.is_zero() => return,
+                (true, None) => since = Some(Instant::now()),
+                (true, Some(t)) if Instant::now() - t >= hold => return,
+                (true, Some(_)) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    waited.map_err(|_| RigError::Stalled {
+        what: what.to_owned(),
+        limit,
+    })
 }
 
 /// A running cluster of one of the [`Backend`] kinds, and a client for it.
@@ -299,6 +368,11 @@ impl Recorder {
         });
     }
 
+    /// The value the last finished reconcile acted on; `None` before the first.
+    pub fn last_value(&self) -> Option<Option<u64>> {
+        self.observations.lock().last().map(|o| o.value)
+    }
+
     /// Every finished reconcile, in finishing order.
     pub fn observations(&self) -> Vec<Observation> {
         self.observations.lock().clone()
@@ -313,6 +387,32 @@ impl Recorder {
     /// single-writer guarantee.
     pub fn max_in_flight(&self) -> u64 {
         self.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// A predicate that passes only the events of the object called `.0`: a real namespace holds
+/// other ConfigMaps (`kube-root-ca.crt` in every one), and a storm is about one object.
+#[derive(Debug, Clone, Copy)]
+pub struct Named(pub &'static str);
+
+impl Named {
+    fn is<K: kube::Resource>(&self, object: Option<&K>) -> bool {
+        object.is_some_and(|o| o.meta().name.as_deref() == Some(self.0))
+    }
+}
+
+impl<K: kube::Resource + Send + Sync> Predicate<K> for Named {
+    fn create(&self, object: &K, _: bool) -> bool {
+        self.is(Some(object))
+    }
+    fn update(&self, old: Option<&K>, new: Option<&K>) -> bool {
+        self.is(new.or(old))
+    }
+    fn delete(&self, object: &K, _: bool) -> bool {
+        self.is(Some(object))
+    }
+    fn generic(&self, object: &K) -> bool {
+        self.is(Some(object))
     }
 }
 

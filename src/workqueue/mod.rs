@@ -13,8 +13,8 @@
 //! | never forget a `done`, even on `?` or a panic | [`Queue::claim`] → [`Claim`] | `defer Done` |
 //! | add a key later | [`DelayingQueue`] (`add_after`) | `delayingType` |
 //! | retry with backoff | [`RateLimitingQueue`] (`add_rate_limited`, `forget`) | `rateLimitingType` |
-//! | choose the backoff | [`rate_limiter`] | `default_rate_limiters.go` |
-//! | watch it work | [`metrics`] ([`InMemoryMetrics`]) | `metrics.go` |
+//! | choose the backoff | [`RateLimiter`] and its limiters | `default_rate_limiters.go` |
+//! | watch it work | [`MetricsProvider`] ([`InMemoryMetrics`]) | `metrics.go` |
 //!
 //! ```
 //! use controlloop::workqueue::Queue;
@@ -42,22 +42,34 @@
 //! # Layout
 //!
 //! - [`queue_core`]: the state machine, no locks or time (tested against a model).
-//! - [`queue`]: the async shell around it: one lock, waiter wake-ups, shutdown, metrics.
-//! - [`claim`], [`delaying`], [`rate_limiting`], [`rate_limiter`], [`metrics`].
-//! - `sync` (private): the lock facade that lets shuttle model-check the shell.
+//! - `queue.rs`: the async shell around it ([`Queue`]): one lock, waiter wake-ups, shutdown,
+//!   metrics.
+//! - `claim.rs` ([`Claim`]), `delaying.rs` ([`DelayingQueue`]), `rate_limiting.rs`
+//!   ([`RateLimitingQueue`]), `rate_limiter.rs` ([`RateLimiter`] and the limiters), `metrics.rs`
+//!   ([`MetricsProvider`]). Each type is reachable by one path: `controlloop::workqueue::Name`,
+//!   as in client-go's flat `workqueue` package.
+//! - `sync`: the lock facade that lets shuttle model-check the shell.
 
-pub mod claim;
-pub mod delaying;
-pub mod metrics;
-pub mod queue;
+mod claim;
+mod delaying;
+mod metrics;
+mod queue;
 pub mod queue_core;
-pub mod rate_limiter;
-pub mod rate_limiting;
-mod sync;
+mod rate_limiter;
+mod rate_limiting;
+pub(crate) mod sync; // also the priority queue's lock (controller::priorityqueue)
 
 pub use claim::{Claim, Release};
 pub use delaying::DelayingQueue;
-pub use metrics::{InMemoryMetrics, MetricsProvider, MetricsSnapshot};
-pub use queue::{Error, Queue, QueueConfig};
-pub use rate_limiter::{RateLimiter, default_controller_rate_limiter};
+pub use metrics::{
+    CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetrics, MetricsProvider, MetricsSnapshot,
+    SettableGaugeMetric,
+};
+pub use queue::{Error, Queue, QueueConfig, UNFINISHED_WORK_UPDATE_PERIOD};
+pub use rate_limiter::{
+    BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
+    InvalidLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
+    RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter,
+    default_item_based_rate_limiter,
+};
 pub use rate_limiting::RateLimitingQueue;

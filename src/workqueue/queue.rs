@@ -16,9 +16,9 @@
 //!
 //! # Invariants
 //!
-//! The core's I1–I3 (see [`super::queue_core`]), plus:
+//! The core's I1–I4 (see [`super::queue_core`]), plus:
 //!
-//! 4. **I4** `waiting_getters` counts the `get` calls that are registered on `getters` and
+//! 5. **I5** `waiting_getters` counts the `get` calls that are registered on `getters` and
 //!    have not yet resumed or been dropped. A `get` registers (enables its `Notified`) under
 //!    the lock after seeing an empty queue, so an add that queues an item after that sees the
 //!    count and wakes it: no lost wake-up.
@@ -36,6 +36,9 @@
 //! - Wake-ups go through `tokio::sync::Notify` instead of a condition variable, and only when
 //!   a getter waits.
 //! - Time comes from `tokio::time::Instant`, so a paused runtime clock drives the metrics.
+//! - `shut_down_with_drain` ends at the first moment the processing set is empty (core I4).
+//!   Upstream's waiter re-checks `processing` only once it has the lock back, so a `Get`
+//!   that takes a just re-queued item first can keep it waiting until the next `Done`.
 
 use std::{hash::Hash, pin::pin, sync::Arc, time::Duration};
 
@@ -44,7 +47,7 @@ use tokio::{sync::Notify, time::Instant};
 use super::{
     claim::{Claim, Release},
     metrics::{MetricsProvider, QueueMetrics},
-    queue_core::{Add, Done, Get, QueueCore},
+    queue_core::{Add, Get, QueueCore},
     sync::{Mutex, MutexGuard, lock},
 };
 
@@ -99,7 +102,7 @@ struct Locked<T> {
     core: QueueCore<T>,
     /// Present only for a named queue with a provider.
     metrics: Option<QueueMetrics<T>>,
-    /// Keeps I4.
+    /// Keeps I5.
     waiting_getters: usize,
 }
 
@@ -157,7 +160,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                 outcome
             }
         };
-        let wake = outcome == Add::Queued && s.waiting_getters > 0; // keeps I4
+        let wake = outcome == Add::Queued && s.waiting_getters > 0; // keeps I5
         drop(guard);
         if wake {
             self.shared.getters.notify_one();
@@ -197,7 +200,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                     return r;
                 }
                 notified.as_mut().enable();
-                s.waiting_getters += 1; // keeps I4: registered before the lock is released
+                s.waiting_getters += 1; // keeps I5: registered before the lock is released
                 waiting.counted = true;
             }
             notified.await;
@@ -217,8 +220,10 @@ impl<T: Eq + Hash + Clone> Queue<T> {
             m.done(item, Instant::now());
         }
         let outcome = s.core.done(item);
-        let wake_getter = outcome == Done::Requeued && s.waiting_getters > 0;
-        let wake_drain = outcome == Done::ReleasedLast && s.core.shutting_down();
+        let wake_getter = outcome.requeued() && s.waiting_getters > 0;
+        // Also when the last held item was re-queued (client-go signals then too): the
+        // drain is over either way (core I4).
+        let wake_drain = outcome.emptied_processing() && s.core.shutting_down();
         drop(s);
         if wake_getter {
             self.shared.getters.notify_one();
@@ -236,7 +241,9 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     }
 
     /// Like [`shut_down`](Self::shut_down), then waits until no item is processing. It does
-    /// not wait for queued items, and it waits forever if a worker never calls `done`.
+    /// not wait for queued items, and it waits forever if a worker never calls `done`. It
+    /// returns at the first moment nothing is processing, even if that `done` re-queued a
+    /// dirty item and a getter took it again at once (core I4).
     pub async fn shut_down_with_drain(&self) {
         self.lock().core.shut_down(true);
         self.wake_all_after_shutdown();
@@ -347,7 +354,7 @@ impl<T: Eq + Hash + Clone> Locked<T> {
     }
 }
 
-/// Un-counts a waiting getter whose `get` future is dropped while it waits (keeps I4).
+/// Un-counts a waiting getter whose `get` future is dropped while it waits (keeps I5).
 struct Waiting<'a, T> {
     shared: &'a Shared<T>,
     counted: bool,

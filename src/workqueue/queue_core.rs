@@ -24,6 +24,9 @@
 //! 2. **I2** No item is queued twice.
 //! 3. **I3** Every dirty item that is not processing is queued. With I1: the queue holds
 //!    exactly `dirty \ processing`, so `len() == |dirty \ processing|`.
+//! 4. **I4** A draining shutdown ends at the first moment the processing set is empty: the
+//!    `done` that empties it clears the drain, even when it re-queues a dirty item that a
+//!    getter takes straight away ([`QueueCore::draining`] stays false from then on).
 //!
 //! An item that is dirty *and* processing is in no queue: it waits for `done`. That is why
 //! [`len`](QueueCore::len) can read 0 while changes pile up.
@@ -83,14 +86,31 @@ pub enum Get<T> {
 /// What [`QueueCore::done`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Done {
-    /// The item was dirty: it is queued again. Wake a getter.
+    /// The item was dirty: it is queued again (wake a getter); other items are still
+    /// processing.
     Requeued,
+    /// The item was dirty: it is queued again (wake a getter), and nothing is processing any
+    /// more, so a draining shutdown is over (wake it too; keeps I4).
+    RequeuedLast,
     /// The item is released and nothing is processing any more (wakes a draining shutdown).
     ReleasedLast,
     /// The item is released; other items are still processing.
     Released,
     /// The item was not processing: nothing changed (see "Differences from upstream").
     NotProcessing,
+}
+
+impl Done {
+    /// Whether the item went back into the queue.
+    pub fn requeued(self) -> bool {
+        matches!(self, Done::Requeued | Done::RequeuedLast)
+    }
+
+    /// Whether this `done` left the processing set empty: the moment a draining shutdown
+    /// waits for (client-go signals its condition variable in both cases).
+    pub fn emptied_processing(self) -> bool {
+        matches!(self, Done::RequeuedLast | Done::ReleasedLast)
+    }
 }
 
 /// The queue, `dirty` and `processing`, and the shutdown flags. No locks, no time.
@@ -256,14 +276,19 @@ impl<T: Eq + Hash> QueueCore<T> {
             Ok(entry) => entry.remove().0,
             Err(_) => return Done::NotProcessing,
         };
-        let outcome = if self.dirty.find(h, |x| x == item).is_some() {
+        let requeued = self.dirty.find(h, |x| x == item).is_some();
+        if requeued {
             self.queue.push_back((h, held));
-            Done::Requeued
-        } else if self.processing.is_empty() {
-            Done::ReleasedLast
-        } else {
-            Done::Released
+        }
+        let outcome = match (requeued, self.processing.is_empty()) {
+            (true, false) => Done::Requeued,
+            (true, true) => Done::RequeuedLast,
+            (false, true) => Done::ReleasedLast,
+            (false, false) => Done::Released,
         };
+        if outcome.emptied_processing() && self.shutting_down {
+            self.drain = false; // keeps I4: the drain is over, whatever is handed out next
+        }
         self.debug_check();
         outcome
     }
@@ -319,7 +344,7 @@ mod tests {
         assert_eq!(q.add("a"), Add::DirtyWhileProcessing);
         assert_eq!(q.add("a"), Add::Coalesced);
         assert_eq!((q.len(), q.dirty_len(), q.processing_len()), (0, 1, 1));
-        assert_eq!(q.done(&"a"), Done::Requeued);
+        assert_eq!(q.done(&"a"), Done::RequeuedLast);
         assert_eq!(q.len(), 1);
         assert_eq!(q.get(), Get::Item("a"));
         assert_eq!(q.done(&"a"), Done::ReleasedLast);
@@ -346,6 +371,34 @@ mod tests {
             "nothing remembers that `a` is held"
         );
         assert_eq!(q.get(), Get::Item("a"));
+    }
+
+    #[test]
+    fn a_drain_ends_when_a_done_empties_processing_even_if_it_requeues() {
+        let mut q = QueueCore::new();
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.get(), Get::Item("b"));
+        q.add("a"); // dirty while held
+        q.shut_down(true);
+        assert!(q.draining());
+        assert_eq!(q.done(&"a"), Done::Requeued, "b is still held");
+        assert!(q.draining());
+        assert_eq!(q.done(&"b"), Done::ReleasedLast);
+        assert!(!q.draining());
+        // The same, with the last done re-queueing: the drain is over before `a` is taken.
+        let mut q = QueueCore::new();
+        q.add("a");
+        assert_eq!(q.get(), Get::Item("a"));
+        q.add("a");
+        q.shut_down(true);
+        assert_eq!(q.done(&"a"), Done::RequeuedLast);
+        assert_eq!(q.get(), Get::Item("a"));
+        assert!(
+            !q.draining(),
+            "I4: a get after the moment does not revive the drain"
+        );
     }
 
     #[test]

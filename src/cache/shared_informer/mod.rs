@@ -35,6 +35,10 @@
 //!   order is the same as one delta per Pop; only the cache a handler may read is newer.
 //!   The store always supports batches, so upstream's one-by-one fallback for stores without
 //!   transactions is not ported.
+//! - A handler panic under [`HandlerPanic::Crash`] (upstream's default) stops the informer and
+//!   is re-raised from [`SharedIndexInformer::run`] instead of ending the process; every
+//!   [`HandlerRegistration::crash`] reports it. [`HandlerPanic::LogAndContinue`] is upstream's
+//!   `ReallyCrash = false`, ported as is.
 //! - [`Variant`] keeps deliberately broken informers for the book's detectors.
 
 use std::{sync::Arc, time::Duration};
@@ -53,7 +57,11 @@ mod processor;
 #[cfg(test)]
 mod tests;
 
-pub use processor::{HandlerRegistration, MINIMUM_RESYNC_PERIOD, determine_resync_period};
+pub(crate) use processor::panic_message;
+pub use processor::{
+    HandlerPanic, HandlerRegistration, MINIMUM_RESYNC_PERIOD, SLEEP_AFTER_HANDLER_PANIC,
+    determine_resync_period,
+};
 use processor::{Notification, SharedProcessor, SyncTracker};
 
 /// What `on_delete` receives: the object, or a tombstone for a deletion a relist inferred.
@@ -191,6 +199,8 @@ pub struct InformerOptions {
     pub reflector: ReflectorOptions,
     /// Faithful, or one of the broken variants.
     pub variant: Variant,
+    /// What a handler panic does: upstream's default re-raises it ([`HandlerPanic::Crash`]).
+    pub handler_panic: HandlerPanic,
 }
 
 impl InformerOptions {
@@ -202,6 +212,7 @@ impl InformerOptions {
             type_name: "object".into(),
             reflector: ReflectorOptions::default(),
             variant: Variant::Faithful,
+            handler_panic: HandlerPanic::Crash,
         }
     }
 }
@@ -258,7 +269,7 @@ where
         Self {
             lw: Arc::new(lw),
             indexer: Store::new().tracking_resource_version(choice.store_tracks_resource_version),
-            processor: Arc::new(SharedProcessor::new()),
+            processor: Arc::new(SharedProcessor::new(options.handler_panic)),
             choice,
             lifecycle: Mutex::new(Lifecycle {
                 started: false,
@@ -300,6 +311,16 @@ where
     /// Resolves once [`SharedIndexInformer::has_synced`] is true.
     pub async fn wait_synced(&self) {
         self.synced.wait_synced().await
+    }
+
+    /// How many times its handlers have panicked, all handlers together.
+    pub fn handler_panics(&self) -> u64 {
+        self.processor.panics()
+    }
+
+    /// The text of the handler panic that crashed the informer ([`HandlerPanic::Crash`]).
+    pub fn crash(&self) -> Option<String> {
+        self.processor.crash().message()
     }
 
     /// Adds a handler with the informer's default resync period.
@@ -368,6 +389,10 @@ where
 
     /// Runs the informer until `shutdown` completes: the reflector, the delta processing and
     /// the handlers' tasks. A second call returns at once.
+    ///
+    /// # Panics
+    /// Under [`HandlerPanic::Crash`] (the default), a handler's panic stops the informer and is
+    /// resumed here, with its own payload (upstream's `HandleCrash` re-raising it).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         let check_period = {
             let mut lc = self.lifecycle.lock();
@@ -404,15 +429,22 @@ where
             self.mark_synced();
             futures::future::pending::<()>().await
         };
+        let crashed = self.processor.crash().clone();
         tokio::select! {
             _ = shutdown => {}
             _ = reflector.run(futures::future::pending()) => {}
             _ = process => {}
             _ = synced => {}
+            message = crashed.crashed() => {
+                tracing::error!(panic = %message, "an event handler panicked: the informer stops");
+            }
         }
         fifo.close();
         self.processor.stop();
         self.lifecycle.lock().stopped = true;
+        if let Some(payload) = crashed.take_payload() {
+            std::panic::resume_unwind(payload);
+        }
     }
 
     /// One Pop (upstream `processLoop`'s body): a batch when the gates select batch

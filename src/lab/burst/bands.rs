@@ -12,21 +12,31 @@ use crate::book::band::Band;
 pub const REAL_RECONCILE_RATIO: Band<f64> = Band::new(
     0.5,
     2.0,
-    "180 storms: 0.68..=1.57 (lowest at 5 ms, where a 5 ms sleep really takes about 6-7; \
-     highest at gap 0, where events arrive after the writes end); margin about 25 %",
+    "180 storms: 0.68..=1.57 against the asked cost (lowest at 5 ms, where a 5 ms sleep really \
+     takes about 6-7; highest at gap 0, where events arrive after the writes end); margin about \
+     25 %. The check divides by the measured median reconcile instead when it is longer, which \
+     moves the low end towards 1 and keeps a starved 1 ms reconciler (one in 36 at load 9) in",
 );
-/// Real clock: events / reconciles where the cost is at most the gap.
+/// Real clock: events / reconciles where the cost is at most the gap and the reconciles kept
+/// up in fact (their median duration under the writes' mean interval; see
+/// [`super::Report::behind_in_fact`]).
 pub const REAL_COLLAPSE_AT_OR_BELOW_GAP: Band<f64> = Band::new(
     1.0,
-    1.25,
-    "24 storms at cost 0 and 1 ms, gap 1 ms: 1.000..=1.093 (a few events arrive together); \
-     margin to 1.25",
+    2.0,
+    "24 debug storms at cost 0 and 1 ms, gap 1 ms, load 4-5: 1.000..=1.093; 72 release storms, \
+     three at once, load 8.5-9.0: 71 in 1.00..=1.44, and one at 8.70 whose 1 ms sleeps woke tens \
+     of ms late (behind in fact, checked as such). Events arrive together in one network read \
+     more often under load; ceiling about 40 % above the highest",
 );
-/// Real clock: the essay's run (200 writes, 1 ms, 20 ms, one worker): reconciles.
+/// Real clock: the essay's run (200 writes, 1 ms, 20 ms, one worker): reconciles. The
+/// ceiling is the count [`REAL_WRITE_OVERHEAD_MS`] allows: a write may cost up to 8 ms beyond
+/// its gap, so the span may reach 200 × 9 ms, and span / cost + 1 is then 91.
 pub const REAL_ESSAY_RECONCILES: Band<u64> = Band::new(
     16,
-    48,
-    "36 storms: 24..=37; margin about a third either way",
+    91,
+    "36 storms at load 4-5: 24..=37; 10 storms (debug build, `burst --repeat 10`) at load \
+     8.6-9.3: 31..=37; one doctest run at load 9.4, beside other doctests and builds: 80. Floor \
+     a third under the lowest; ceiling from REAL_WRITE_OVERHEAD_MS (200 x (1 + 8) ms / 20 ms + 1)",
 );
 /// Real clock: span / writes − gap, in ms: what one write costs beyond the gap (an HTTP
 /// round trip, plus how late a 1 ms tokio sleep wakes).
@@ -62,3 +72,17 @@ pub const ALL: &[(&str, Band<f64>)] = &[
     ("REAL_WRITE_OVERHEAD_MS", REAL_WRITE_OVERHEAD_MS),
     ("REAL_CONVERGE_OVERHEAD_MS", REAL_CONVERGE_OVERHEAD_MS),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::rig::ESSAY;
+
+    #[test]
+    fn the_essay_ceiling_is_the_count_the_write_overhead_band_allows() {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let span_ms = ESSAY.writes as f64 * (ms(ESSAY.gap) + REAL_WRITE_OVERHEAD_MS.hi);
+        let ceiling = (span_ms / ms(ESSAY.cost) + 1.0).floor() as u64;
+        assert_eq!(REAL_ESSAY_RECONCILES.hi, ceiling);
+    }
+}

@@ -1,47 +1,56 @@
 //! Chapter 06's experiments ("The deduplication you rely on isn't always on"), shared by the
 //! chapter's doctests and `cargo run --release`. Each function runs, checks the durable
-//! claims, records its snapshot and returns what it measured, so the chapter can assert
-//! more on top.
+//! claims, records its snapshot and returns what it measured, so the chapter can assert more on
+//! top. Every storm runs through [`super::run`], whose body for the faithful controller is the
+//! chapter's first block.
 
-use std::{path::Path, time::Duration};
+use std::{fmt::Write as _, path::Path, time::Duration};
 
 use super::{
     Clock, Params, Report, Variant, bands,
     sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table},
 };
-use crate::book::snap;
+use crate::book::{measured, snap};
+use crate::lab::rig::ESSAY;
 
 /// The essay's run under virtual time; snapshot `ch06_essay_virtual`.
 pub fn essay_virtual() -> Report {
     let r = super::run(&Params::essay()).expect("the essay's run");
     check_claims(&r).expect("durable claims");
-    snap::yaml("ch06_essay_virtual", &r, vec![]);
+    snap::text("ch06_essay_virtual", r.summary());
     r
 }
 
-/// The essay's run under the real clock, over HTTP; snapshot `ch06_essay_real` (bands only).
+/// The essay's run under the real clock, over HTTP: checks its bands and records snapshot
+/// `ch06_essay_real` (bands only).
 pub fn essay_real() -> Report {
     let r = super::run(&Params::essay().real()).expect("the essay's run, real clock");
-    check_claims(&r).expect("durable claims");
-    #[derive(serde::Serialize)]
-    struct Pinned {
-        writes_issued: u64,
-        events_delivered: u64,
-        reconciles: crate::book::band::InBand<u64>,
-        final_written: u64,
-        final_in_cache: Option<u64>,
-        final_observed: Option<u64>,
-    }
-    let pinned = Pinned {
-        writes_issued: r.writes_issued,
-        events_delivered: r.events_delivered,
-        reconciles: bands::REAL_ESSAY_RECONCILES.check("reconciles", r.reconciles),
-        final_written: r.final_written,
-        final_in_cache: r.final_in_cache,
-        final_observed: r.final_observed,
-    };
-    snap::yaml("ch06_essay_real", &pinned, vec![]);
+    snap::text("ch06_essay_real", essay_real_text(&r));
     r
+}
+
+/// The real-clock essay run as the chapter pins it: the exact values, and the band the
+/// reconcile count fell in. Panics if a durable claim or the band fails.
+pub fn essay_real_text(r: &Report) -> String {
+    check_claims(r).expect("durable claims");
+    format!(
+        "{} writes, {} ms apart, {} ms per reconcile, {} worker(s), real clock, over HTTP\n\
+         events heard {} (= writes), reconciles in {}\n\
+         final: written {}, in the cache {}, last acted on {}\n",
+        r.writes_issued,
+        r.gap.as_millis(),
+        r.cost.as_millis(),
+        r.workers,
+        r.events_delivered,
+        bands::REAL_ESSAY_RECONCILES.check("reconciles", r.reconciles),
+        r.final_written,
+        show(r.final_in_cache),
+        show(r.final_observed),
+    )
+}
+
+fn show(v: Option<u64>) -> String {
+    v.map_or("none".into(), |v| v.to_string())
 }
 
 /// The snapshot name of a sweep's table.
@@ -58,20 +67,21 @@ pub fn sweep_snapshot(sweep: Sweep, clock: Clock) -> String {
     format!("ch06_{s}_sweep_{c}")
 }
 
-/// Runs one sweep, checks every run's durable claims and that reconciles follow the span
-/// within the sweep, and snapshots its table.
-pub fn sweep(sweep: Sweep, clock: Clock) -> Vec<Report> {
-    let reports = sweep.run(clock, |_| {});
+/// Runs one virtual-time sweep, checks every run's durable claims and that reconciles follow
+/// the span within the sweep, and snapshots its table.
+pub fn sweep(sweep: Sweep) -> Vec<Report> {
+    let reports = sweep.run(Clock::Virtual, |_| {});
     for r in &reports {
-        check_claims(r).unwrap_or_else(|e| panic!("{sweep:?} sweep, {clock:?}: {e}"));
+        check_claims(r).unwrap_or_else(|e| panic!("{sweep:?} sweep, virtual: {e}"));
     }
     sweeps::reconciles_follow_span(&reports).expect("reconciles follow the span");
-    snap::text(&sweep_snapshot(sweep, clock), rows_table(&reports));
+    snap::text(&sweep_snapshot(sweep, Clock::Virtual), rows_table(&reports));
     reports
 }
 
 /// The three real-clock sweeps at once, each on its own thread with its own server (as the
-/// bands were measured), in [`Sweep::ALL`] order.
+/// bands were measured), in [`Sweep::ALL`] order. Checks every run against its bands and
+/// records the three banded snapshots.
 pub fn real_sweeps() -> Vec<Vec<Report>> {
     let handles: Vec<_> = Sweep::ALL
         .iter()
@@ -88,7 +98,10 @@ pub fn real_sweeps() -> Vec<Vec<Report>> {
         if *s == Sweep::Gap {
             sweeps::reconciles_follow_span(reports).expect("reconciles follow the span");
         }
-        snap::text(&sweep_snapshot(*s, Clock::Real), rows_table(reports));
+        snap::text(
+            &sweep_snapshot(*s, Clock::Real),
+            sweeps::real_table(reports),
+        );
     }
     all
 }
@@ -109,30 +122,35 @@ pub fn below_gap_virtual() -> Vec<Report> {
     reports
 }
 
-/// The broken designs, run through the same checks: each check that must fire, fires.
-/// Snapshot `ch06_detectors`.
-pub fn detectors() -> Vec<(Variant, Report, ClaimFailed)> {
-    let out: Vec<(Variant, Report, ClaimFailed)> = [Variant::FirstPayload, Variant::ChannelOfKeys]
-        .into_iter()
-        .map(|v| {
-            let r = super::run(&Params::essay().variant(v)).expect("run");
-            let e = check_claims(&r).expect_err("a broken design must fail a durable claim");
-            (v, r, e)
-        })
-        .collect();
-    let text: String = out
-        .iter()
-        .map(|(v, r, e)| {
-            format!(
-                "{v:?}: {} events -> {} reconciles; observed {}\n  detector: {e}\n",
-                r.events_delivered,
-                r.reconciles,
-                summarise(&r.observed)
-            )
-        })
-        .collect();
-    snap::text("ch06_detectors", text);
-    out
+/// The snapshot name of a broken design's detector run.
+pub fn detector_snapshot(v: Variant) -> &'static str {
+    match v {
+        Variant::FirstPayload => "ch06_detector_first_payload",
+        Variant::ChannelOfKeys => "ch06_detector_channel_of_keys",
+        Variant::Level => panic!("the faithful design has no detector run"),
+    }
+}
+
+/// A broken design's run through the durable checks: the check that must fail, failing.
+/// Panics if every check passed (the detector did not fire).
+pub fn detector_text(r: &Report) -> (ClaimFailed, String) {
+    let e = check_claims(r).expect_err("a broken design must fail a durable claim");
+    let text = format!(
+        "{:?}: {} events -> {} reconciles; observed {}\n  detector: {e}\n",
+        r.variant,
+        r.events_delivered,
+        r.reconciles,
+        summarise(&r.observed)
+    );
+    (e, text)
+}
+
+/// Runs the broken design `v` under the essay's storm and records its detector snapshot.
+pub fn detector(v: Variant) -> (Report, ClaimFailed) {
+    let r = super::run(&Params::essay().variant(v)).expect("run");
+    let (e, text) = detector_text(&r);
+    snap::text(detector_snapshot(v), text);
+    (r, e)
 }
 
 /// The first five and last two observed values, for printing long lists.
@@ -181,6 +199,92 @@ pub fn cost_plot(reports: &[Report], write: bool) -> std::io::Result<bool> {
     Ok(current)
 }
 
+/// What the essay reports about the storm, as this book quotes it (chapter 06): the only
+/// figure is the reconcile count of [`ESSAY`]; for the sweeps it reports the shape only.
+pub const ESSAY_RECONCILES: u64 = 24;
+
+/// The essay's figures beside this book's, as a Markdown table (snapshot
+/// `ch06_essay_vs_book`): our exact virtual-time values from the three sweeps, our real-clock
+/// band, and whether the essay's figure falls inside it, and why.
+pub fn essay_table(cost: &[Report], writes: &[Report], gap: &[Report]) -> String {
+    let at = |rs: &[Report], f: &dyn Fn(&Report) -> bool| -> Report {
+        rs.iter()
+            .find(|r| f(r))
+            .cloned()
+            .expect("the sweep has the row")
+    };
+    let essay = at(cost, &|r| r.cost == ESSAY.cost);
+    assert_eq!(
+        (essay.writes_issued, essay.gap, essay.cost),
+        (ESSAY.writes, ESSAY.gap, ESSAY.cost),
+        "the cost sweep holds the essay's storm"
+    );
+    let counts = |rs: &[Report], label: &dyn Fn(&Report) -> String| {
+        rs.iter()
+            .map(|r| format!("{} → {}", label(r), r.reconciles))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let off = cost
+        .iter()
+        .chain(writes)
+        .chain(gap)
+        .map(|r| (r.reconciles as f64 - sweeps::expected_reconciles(r)).abs())
+        .fold(0.0, f64::max);
+    let band = bands::REAL_ESSAY_RECONCILES;
+    let inside = band.contains(ESSAY_RECONCILES);
+    // The span the essay's count implies through its own formula: (reconciles - 1) x cost.
+    let implied_span_ms = (ESSAY_RECONCILES - 1) as u128 * ESSAY.cost.as_millis();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "| the essay reports | this book, virtual clock (exact) | this book, real clock (band) | the essay's figure against our band |"
+    );
+    let _ = writeln!(t, "|---|---|---|---|");
+    let _ = writeln!(
+        t,
+        "| {} writes, {} ms apart, {} ms reconciler: about {ESSAY_RECONCILES} reconciles | {} | {band} | {} the real-clock band; {} the virtual count, because a count follows the span: {ESSAY_RECONCILES} implies a span of about {implied_span_ms} ms ({:.1} ms per write); virtual time gives {} ms, the real clock over HTTP stretches it |",
+        ESSAY.writes,
+        ESSAY.gap.as_millis(),
+        ESSAY.cost.as_millis(),
+        essay.reconciles,
+        if inside { "inside" } else { "outside" },
+        if essay.reconciles == ESSAY_RECONCILES {
+            "equal to"
+        } else {
+            "unlike"
+        },
+        implied_span_ms as f64 / ESSAY.writes as f64,
+        super::report_millis(essay.burst_span),
+    );
+    let _ = writeln!(
+        t,
+        "| reconciles ≈ span / cost + 1 | within {off} of min(writes, span / cost + 1) in all {} runs | reconciles / min(writes, span / cost + 1) in {} | inside: both clocks follow the formula (never more than one reconcile per write) |",
+        cost.len() + writes.len() + gap.len(),
+        bands::REAL_RECONCILE_RATIO,
+    );
+    for (what, rs, label) in [
+        (
+            "cost sweep (0, 1, 5, 10, 20, 50, 100 ms)",
+            cost,
+            &(|r: &Report| format!("{} ms", r.cost.as_millis())) as &dyn Fn(&Report) -> String,
+        ),
+        ("write sweep (100 to 800 writes)", writes, &|r: &Report| {
+            format!("{}", r.writes_issued)
+        }),
+        ("gap sweep (gap 0 to gap 8 ms)", gap, &|r: &Report| {
+            format!("gap {}", r.gap.as_millis())
+        }),
+    ] {
+        let _ = writeln!(
+            t,
+            "| {what}: the shape only | {} | the ratio band above, every row | no figure to hold against the band |",
+            counts(rs, label),
+        );
+    }
+    t
+}
+
 /// Everything the chapter shows under virtual time (the `cargo run` experiment).
 pub fn run_virtual() {
     essay_virtual();
@@ -189,16 +293,49 @@ pub fn run_virtual() {
         1,
         "virtual time must repeat exactly"
     );
-    let cost = sweep(Sweep::Cost, Clock::Virtual);
+    let cost = sweep(Sweep::Cost);
     cost_plot(&cost, true).expect("write the plot");
-    sweep(Sweep::Writes, Clock::Virtual);
-    sweep(Sweep::Gap, Clock::Virtual);
+    let writes = sweep(Sweep::Writes);
+    let gap = sweep(Sweep::Gap);
+    snap::text("ch06_essay_vs_book", essay_table(&cost, &writes, &gap));
     below_gap_virtual();
-    detectors();
+    for v in [Variant::FirstPayload, Variant::ChannelOfKeys] {
+        detector(v);
+    }
 }
 
-/// Everything the chapter shows under the real clock (the `cargo run` experiment).
+/// How many times `cargo run --release` repeats the essay's storm under the real clock.
+pub const REAL_ESSAY_REPEATS: usize = 5;
+
+/// Everything the chapter shows under the real clock (the `cargo run` experiment), and this
+/// run's measured values beside each banded table.
 pub fn run_real() {
-    essay_real();
-    real_sweeps();
+    let essays: Vec<Report> = (0..REAL_ESSAY_REPEATS).map(|_| essay_real()).collect();
+    let counts: Vec<String> = essays.iter().map(|r| r.reconciles.to_string()).collect();
+    let inside = |n: u64| bands::REAL_ESSAY_RECONCILES.contains(n);
+    let essay_note = format!(
+        "{}\n{} storms of {} writes, {} ms apart, {} ms per reconcile: reconciles {} \
+         (band {}: {}; the essay's figure: about {ESSAY_RECONCILES})\n",
+        sweeps::measured_table(&essays),
+        essays.len(),
+        ESSAY.writes,
+        ESSAY.gap.as_millis(),
+        ESSAY.cost.as_millis(),
+        counts.join(", "),
+        bands::REAL_ESSAY_RECONCILES,
+        if essays.iter().all(|r| inside(r.reconciles)) {
+            "all inside"
+        } else {
+            "some outside"
+        },
+    );
+    measured::record("ch06_essay_real", essay_note).expect("record the measured values");
+    let all = real_sweeps();
+    for (s, reports) in Sweep::ALL.iter().zip(&all) {
+        measured::record(
+            &sweep_snapshot(*s, Clock::Real),
+            sweeps::measured_table(reports),
+        )
+        .expect("record the measured values");
+    }
 }

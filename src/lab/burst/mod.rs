@@ -23,8 +23,12 @@
 //! Three subjects ([`Variant`]): the faithful [`Controller`], and two deliberately broken
 //! designs that the chapter uses to show its detectors firing.
 //!
+//! The storm itself is [`rig::ESSAY`] (200 writes, 1 ms apart, 20 ms per reconcile) unless a
+//! run changes one of its numbers. Chapter 06 shows the body of [`level_storm`] as its first
+//! block, verbatim (`tests/book_layout.rs` keeps the two identical); every sweep runs that body
+//! through [`run`].
+//!
 //! ```
-//! use std::time::Duration;
 //! use controlloop::lab::burst::{self, Params};
 //!
 //! let report = burst::run(&Params::essay().writes(20)).unwrap();
@@ -38,16 +42,22 @@ mod report;
 pub mod sweeps;
 mod variants;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
 
-use crate::lab::rig;
+use crate::controller::{Context, Request, Result as ReconcileResult};
+use crate::lab::rig::{self, OBJECT, Storm, set_value, value_of};
 
 pub use crate::controller::Controller;
-pub use crate::lab::rig::{Backend, Burst, Fixture, Observation, Recorder, RigError, Target};
+pub use crate::lab::rig::{
+    Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,
+};
 pub use report::{Report, Table, millis as report_millis};
-pub use variants::{Running, Variant};
+pub use variants::{
+    Counters, Running, StashFirstPayload, Variant, start_channel_of_keys, start_first_payload,
+};
 
 /// Which clock a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -61,12 +71,8 @@ pub enum Clock {
 /// The parameters of one write storm.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Params {
-    /// How many writes (values `1..=writes`).
-    pub writes: u64,
-    /// The wait between two writes.
-    pub gap: Duration,
-    /// How long one reconcile works (a tokio sleep).
-    pub cost: Duration,
+    /// The writes, their gap and the reconcile cost.
+    pub storm: Storm,
     /// The controller's `max_concurrent_reconciles`.
     pub workers: usize,
     /// Virtual or real time.
@@ -78,13 +84,11 @@ pub struct Params {
 }
 
 impl Params {
-    /// The essay's run: 200 writes 1 ms apart, a 20 ms reconciler, one worker; here under
-    /// virtual time against the embedded server in-process.
+    /// The essay's run ([`rig::ESSAY`], one worker); here under virtual time against the
+    /// embedded server in-process.
     pub fn essay() -> Self {
         Params {
-            writes: 200,
-            gap: Duration::from_millis(1),
-            cost: Duration::from_millis(20),
+            storm: rig::ESSAY,
             workers: 1,
             clock: Clock::Virtual,
             backend: Backend::InProcess,
@@ -93,17 +97,17 @@ impl Params {
     }
     /// With `n` writes.
     pub fn writes(mut self, n: u64) -> Self {
-        self.writes = n;
+        self.storm.writes = n;
         self
     }
     /// With this gap between writes.
     pub fn gap(mut self, d: Duration) -> Self {
-        self.gap = d;
+        self.storm.gap = d;
         self
     }
     /// With this reconcile cost.
     pub fn cost(mut self, d: Duration) -> Self {
-        self.cost = d;
+        self.storm.cost = d;
         self
     }
     /// With `n` workers.
@@ -139,7 +143,7 @@ pub enum BurstError {
     /// No writes, so nothing to measure.
     #[error("a burst needs at least one write")]
     NoWrites,
-    /// Setting up the cluster failed.
+    /// Setting up the cluster failed, or a wait for quiet ran out of time.
     #[error(transparent)]
     Rig(#[from] RigError),
     /// A write failed.
@@ -148,9 +152,6 @@ pub enum BurstError {
     /// Building the controller failed.
     #[error(transparent)]
     Controller(#[from] crate::controller::ControllerError),
-    /// The run did not settle in time.
-    #[error("{0}")]
-    Stalled(String),
 }
 
 /// Runs one storm on a runtime of its own (paused current-thread for [`Clock::Virtual`],
@@ -167,87 +168,148 @@ pub fn run(params: &Params) -> Result<Report, BurstError> {
     }
 }
 
-/// Runs one storm on the current runtime (whose clock must match `params.clock`).
+/// Runs one storm of `params.variant` on the current runtime (whose clock must match
+/// `params.clock`).
 pub async fn run_async(params: &Params) -> Result<Report, BurstError> {
-    if params.writes == 0 {
+    match params.variant {
+        Variant::Level => level_storm(params).await,
+        Variant::FirstPayload => broken_storm(params, start_first_payload).await,
+        Variant::ChannelOfKeys => broken_storm(params, start_channel_of_keys).await,
+    }
+}
+
+/// The storm against the faithful controller: the body chapter 06 shows.
+pub async fn level_storm(params: &Params) -> Result<Report, BurstError> {
+    // book: ch06_storm
+    let (mut cluster, log) = prepare(params).await?;
+    let Storm { writes, gap, cost } = params.storm;
+    let seen = log.clone();
+    let reconcile = move |request: Request, ctx: Context<ConfigMap>| {
+        let log = seen.clone();
+        async move {
+            // The level: the object as the informer's indexer holds it now.
+            let value = ctx.get(&request).and_then(|cm| value_of(&cm));
+            log.act(value, cost).await; // works for `cost`, then logs the value
+            Ok(ReconcileResult::done())
+        }
+    };
+    // One worker, as in the essay; the one predicate keeps the storm's object only.
+    let controller = Controller::builder("storm")
+        .max_concurrent_reconciles(params.workers)
+        .with_predicate(rig::Named(OBJECT))
+        .build(&cluster.informer, reconcile)?;
+    let running = Running::controller(controller);
+    let baseline = start_and_settle(&mut cluster, &running, &log).await?; // value 0 reconciled
+    let api = cluster.target.api();
+    let started = Instant::now();
+    for value in 1..=writes {
+        set_value(&api, OBJECT, value).await?; // a merge patch: one write, one watch event
+        if value < writes {
+            tokio::time::sleep(gap).await;
+        }
+    }
+    let burst = Burst {
+        issued: writes,
+        started,
+        finished: Instant::now(),
+    };
+    let report = measure(params, cluster, running, log, baseline, burst).await?;
+    // book: end ch06_storm
+    Ok(report)
+}
+
+/// How a broken design is started on the storm's informer ([`start_first_payload`],
+/// [`start_channel_of_keys`]).
+pub type Start = fn(&Params, &Informer, Arc<Recorder>) -> Result<Running, BurstError>;
+
+/// The same storm as [`level_storm`] (the same writes through [`rig::write_burst`], the same
+/// wait for quiet, the same report), against a design that `start` builds.
+pub async fn broken_storm(params: &Params, start: Start) -> Result<Report, BurstError> {
+    let (mut cluster, log) = prepare(params).await?;
+    let running = start(params, &cluster.informer, log.clone())?;
+    let baseline = start_and_settle(&mut cluster, &running, &log).await?;
+    let Storm { writes, gap, .. } = params.storm;
+    let burst = rig::write_burst(&cluster.target.api(), OBJECT, writes, gap).await?;
+    measure(params, cluster, running, log, baseline, burst).await
+}
+
+/// How long the informer may take to sync and the controller to reconcile the first value.
+const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The cluster with its informer (not yet running), the object at value 0, and an empty log of
+/// reconciles: what every storm starts from.
+pub async fn prepare(params: &Params) -> Result<(Fixture, Arc<Recorder>), BurstError> {
+    if params.storm.writes == 0 {
         return Err(BurstError::NoWrites);
     }
-    let mut fixture = rig::Fixture::new(&params.backend).await?;
-    fixture.target.create(rig::OBJECT, 0).await?;
-    let recorder = Recorder::new();
-    let running = Running::start(params, &fixture.informer, recorder.clone())?;
-    fixture.run_informer();
-    // Settle on the initial value 0 before the storm starts.
-    let settle_limit = Duration::from_secs(30);
-    wait_until(settle_limit, || {
-        recorder.observations().last().map(|o| o.value) == Some(Some(0)) && running.idle(&recorder)
-    })
-    .await
-    .map_err(|_| BurstError::Stalled("the initial reconcile of value 0 never finished: informer not synced, or controller not started?".into()))?;
-    let before = running.counters();
-    let seen_before = recorder.observations().len();
+    let fixture = Fixture::new(&params.backend).await?;
+    fixture.target.create(OBJECT, 0).await?;
+    Ok((fixture, Recorder::new()))
+}
 
-    let burst = rig::write_burst(
-        &fixture.target.api(),
-        rig::OBJECT,
-        params.writes,
-        params.gap,
+/// What a controller had done before the storm: subtracted from what it did by the end.
+#[derive(Debug, Clone, Copy)]
+pub struct Baseline {
+    counters: Counters,
+    reconciles: usize,
+}
+
+/// Runs the informer and waits until the controller has reconciled the initial value 0 and
+/// is idle.
+pub async fn start_and_settle(
+    cluster: &mut Fixture,
+    running: &Running,
+    log: &Recorder,
+) -> Result<Baseline, BurstError> {
+    cluster.run_informer();
+    rig::settle(
+        SETTLE_LIMIT,
+        Duration::ZERO,
+        "the initial reconcile of value 0 (informer not synced, or controller not started?)",
+        || log.last_value() == Some(Some(0)) && running.idle(log),
     )
     .await?;
-
-    // Quiet: every event heard, nothing queued, nothing running — twice in a row.
-    let limit = settle_limit + (params.cost + Duration::from_millis(5)) * params.writes as u32;
-    let quiet_for = params.cost + Duration::from_millis(2);
-    let mut last_quiet: Option<Instant> = None;
-    wait_until(limit, || {
-        let quiet = running.counters().events - before.events >= params.writes
-            && running.idle(&recorder);
-        match (quiet, last_quiet) {
-            (false, _) => {
-                last_quiet = None;
-                false
-            }
-            (true, None) => {
-                last_quiet = Some(Instant::now());
-                false
-            }
-            (true, Some(t)) => Instant::now() - t >= quiet_for,
-        }
+    Ok(Baseline {
+        counters: running.counters(),
+        reconciles: log.observations().len(),
     })
-    .await
-    .map_err(|_| {
-        BurstError::Stalled(format!(
-            "no quiet after the burst within {limit:?}: events lost on the watch, or a key never released?"
-        ))
-    })?;
+}
+
+/// Waits until every write's event was heard and the controller has been quiet for a
+/// reconcile's cost, stops the controller and the cluster, and reports.
+pub async fn measure(
+    params: &Params,
+    cluster: Fixture,
+    running: Running,
+    log: Arc<Recorder>,
+    baseline: Baseline,
+    burst: Burst,
+) -> Result<Report, BurstError> {
+    let Storm { writes, cost, .. } = params.storm;
+    let limit = SETTLE_LIMIT + (cost + Duration::from_millis(5)) * writes as u32;
+    rig::settle(
+        limit,
+        cost + Duration::from_millis(2),
+        "quiet after the storm (events lost on the watch, or a key never released?)",
+        || running.counters().events - baseline.counters.events >= writes && running.idle(&log),
+    )
+    .await?;
     let after = running.counters();
-    let final_in_cache = fixture
+    let final_in_cache = cluster
         .informer
         .indexer()
-        .get_by_key(&format!("{}/{}", rig::NAMESPACE, rig::OBJECT))
-        .and_then(|cm| rig::value_of(&cm));
+        .get_by_key(&format!("{}/{}", rig::NAMESPACE, OBJECT))
+        .and_then(|cm| value_of(&cm));
     running.shutdown().await;
-    fixture.stop().await;
-
-    let observed: Vec<Observation> = recorder.observations()[seen_before..].to_vec();
+    cluster.stop().await;
+    let observed: Vec<Observation> = log.observations()[baseline.reconciles..].to_vec();
     Ok(Report::new(
         params,
         &burst,
-        after.events - before.events,
-        after.keys - before.keys,
+        after.events - baseline.counters.events,
+        after.keys - baseline.counters.keys,
         &observed,
         final_in_cache,
-        recorder.max_in_flight(),
+        log.max_in_flight(),
     ))
-}
-
-/// Polls `done` every millisecond until it holds, or fails after `limit`.
-async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
-    tokio::time::timeout(limit, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-    .map_err(|_| ())
 }

@@ -51,6 +51,10 @@ pub struct Report {
     pub converge: Duration,
     /// The most reconciles of the object that ever ran at once (above 1: two writers).
     pub max_concurrent_reconciles_of_one_key: u64,
+    /// The median time one reconcile took, start to finish: the cost under virtual time; under
+    /// the real clock, the cost plus how late its sleep woke.
+    #[serde(serialize_with = "ms")]
+    pub median_reconcile: Duration,
 }
 
 fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -82,8 +86,8 @@ impl Report {
             variant: params.variant,
             clock: params.clock,
             writes_issued: burst.issued,
-            gap: params.gap,
-            cost: params.cost,
+            gap: params.storm.gap,
+            cost: params.storm.cost,
             workers: params.workers,
             burst_span: span,
             events_delivered: events,
@@ -94,8 +98,8 @@ impl Report {
             } else {
                 round3(events as f64 / reconciles as f64)
             },
-            span_over_cost_plus_one: (!params.cost.is_zero())
-                .then(|| round3(span.as_secs_f64() / params.cost.as_secs_f64() + 1.0)),
+            span_over_cost_plus_one: (!params.storm.cost.is_zero())
+                .then(|| round3(span.as_secs_f64() / params.storm.cost.as_secs_f64() + 1.0)),
             final_observed: values.last().copied().flatten(),
             observed: values,
             final_written: burst.issued,
@@ -105,6 +109,7 @@ impl Report {
                 .map(|t| t.saturating_duration_since(burst.finished))
                 .unwrap_or_default(),
             max_concurrent_reconciles_of_one_key: max_in_flight,
+            median_reconcile: median(observed.iter().map(|o| o.finished - o.started).collect()),
         }
     }
 
@@ -113,11 +118,74 @@ impl Report {
         self.final_observed == Some(self.final_written)
     }
 
+    /// Whether the reconciler fell behind the writer in fact: its median reconcile took longer
+    /// than the mean interval between two writes (`span / writes`). Under virtual time this is
+    /// `cost > gap`; under the real clock a late-waking sleep can make a cheap reconcile slow.
+    pub fn behind_in_fact(&self) -> bool {
+        self.writes_issued > 1
+            && self.median_reconcile.as_secs_f64()
+                > self.burst_span.as_secs_f64() / self.writes_issued as f64
+    }
+
     /// `reconciles / (span / cost + 1)`; `None` for a zero cost.
     pub fn reconciles_over_expected(&self) -> Option<f64> {
         self.span_over_cost_plus_one
             .map(|e| round3(self.reconciles as f64 / e))
     }
+}
+
+impl Report {
+    /// The run as a few lines of text: what ran, what the controller heard and did, what it
+    /// ended on. Every value is exact under virtual time (what chapter 06 snapshots).
+    pub fn summary(&self) -> String {
+        let values: Vec<String> = self
+            .observed
+            .iter()
+            .map(|v| v.map_or("none".into(), |v| v.to_string()))
+            .collect();
+        let show = |v: Option<u64>| v.map_or("none".into(), |v| v.to_string());
+        format!(
+            "{} writes, {} ms apart, {} ms per reconcile, {} worker(s), {} clock\n\
+             events heard {}, keys queued {}, reconciles {} (collapse {})\n\
+             span {} ms; span / cost + 1 = {}\n\
+             observed, in order: {}\n\
+             never observed: {} of {} values\n\
+             final: written {}, in the cache {}, last acted on {}\n\
+             converged {} ms after the last write; most reconciles of the object at once: {}\n",
+            self.writes_issued,
+            millis(self.gap),
+            millis(self.cost),
+            self.workers,
+            match self.clock {
+                Clock::Virtual => "virtual",
+                Clock::Real => "real",
+            },
+            self.events_delivered,
+            self.keys_added,
+            self.reconciles,
+            self.collapse,
+            millis(self.burst_span),
+            self.span_over_cost_plus_one
+                .map_or("-".into(), |e| e.to_string()),
+            values.join(", "),
+            self.never_observed,
+            self.writes_issued,
+            self.final_written,
+            show(self.final_in_cache),
+            show(self.final_observed),
+            millis(self.converge),
+            self.max_concurrent_reconciles_of_one_key,
+        )
+    }
+}
+
+/// The median of `durations`; zero for none.
+fn median(mut durations: Vec<Duration>) -> Duration {
+    durations.sort();
+    durations
+        .get(durations.len() / 2)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Rounds to three decimals, so printed ratios are stable.

@@ -1,5 +1,7 @@
 //! The controller designs a storm can run against: the faithful one, and two deliberately
-//! broken ones whose only purpose is to make the chapter's detectors fire.
+//! broken ones whose only purpose is to make chapter 06's detectors fire. The chapter shows the
+//! bodies of [`start_first_payload`], [`StashFirstPayload`]'s handler and
+//! [`start_channel_of_keys`] verbatim.
 
 use std::{
     collections::HashMap,
@@ -15,17 +17,12 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::{BurstError, Params};
-use crate::lab::rig::{OBJECT, Recorder, value_of};
-use crate::{
-    cache::{
-        lister_watcher::ListerWatcher,
-        shared_informer::{HandlerFuncs, SharedIndexInformer},
-    },
-    controller::{
-        Controller, Event, Request, Result as ReconcileResult,
-        handler::{EnqueueRequestForObject, EventHandler},
-    },
+use crate::cache::shared_informer::HandlerFuncs;
+use crate::controller::{
+    Context, Controller, Event, Request, Result as ReconcileResult,
+    handler::{EnqueueRequestForObject, EventHandler},
 };
+use crate::lab::rig::{self, Informer, OBJECT, Recorder, value_of};
 
 /// Which controller design a storm runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -71,8 +68,9 @@ pub struct Counters {
 
 /// A handler that remembers the payload of the event that first queued each key, and queues
 /// the key (the bug of [`Variant::FirstPayload`]).
-struct StashFirstPayload(Arc<Mutex<HashMap<Request, Option<u64>>>>);
+pub struct StashFirstPayload(pub Arc<Mutex<HashMap<Request, Option<u64>>>>);
 
+// book: ch06_stash_handler
 impl EventHandler<ConfigMap> for StashFirstPayload {
     fn handle(&self, event: &Event<ConfigMap>, enqueue: &mut dyn FnMut(Request)) {
         let payload = match event {
@@ -80,120 +78,106 @@ impl EventHandler<ConfigMap> for StashFirstPayload {
             Event::Update { new, .. } => new.as_deref().and_then(value_of),
             Event::Delete { .. } => None,
         };
-        if let Some(r) = EnqueueRequestForObject::request_for(event) {
-            self.0.lock().entry(r.clone()).or_insert(payload);
-            enqueue(r);
+        if let Some(request) = EnqueueRequestForObject::request_for(event) {
+            // "Saves a cache read": keeps the value of the event that first queued the key.
+            self.0.lock().entry(request.clone()).or_insert(payload);
+            enqueue(request);
         }
     }
 }
+// book: end ch06_stash_handler
+
+/// [`Variant::FirstPayload`]: the real controller with [`StashFirstPayload`] as its handler,
+/// and a reconciler that acts on the stashed payload.
+// book: ch06_first_payload
+pub fn start_first_payload(
+    params: &Params,
+    informer: &Informer,
+    log: Arc<Recorder>,
+) -> Result<Running, BurstError> {
+    let cost = params.storm.cost;
+    let stash = Arc::new(Mutex::new(HashMap::new()));
+    let taken = stash.clone();
+    let controller = Controller::builder("first-payload")
+        .max_concurrent_reconciles(params.workers)
+        .with_predicate(rig::Named(OBJECT))
+        .with_handler(StashFirstPayload(stash))
+        .build(informer, move |request: Request, _: Context<ConfigMap>| {
+            let log = log.clone();
+            let payload = taken.lock().remove(&request).flatten(); // not the cache
+            async move {
+                log.act(payload, cost).await;
+                Ok(ReconcileResult::done())
+            }
+        })?;
+    Ok(Running::controller(controller))
+}
+// book: end ch06_first_payload
+
+/// [`Variant::ChannelOfKeys`]: the informer's handler sends each event's key down a plain
+/// channel; `params.workers` workers receive keys and read the value from the cache.
+// book: ch06_channel_of_keys
+pub fn start_channel_of_keys(
+    params: &Params,
+    informer: &Informer,
+    log: Arc<Recorder>,
+) -> Result<Running, BurstError> {
+    let cost = params.storm.cost;
+    let counts: Arc<[AtomicU64; 3]> = Arc::default(); // events heard, keys sent, keys received
+    let (tx, rx) = mpsc::unbounded_channel::<Request>();
+    let (heard, sent) = (counts.clone(), counts.clone());
+    let send = move |cm: &ConfigMap| {
+        heard[0].fetch_add(1, Ordering::SeqCst);
+        if cm.metadata.name.as_deref() == Some(OBJECT) {
+            let ns = cm.metadata.namespace.clone().unwrap_or_default();
+            sent[1].fetch_add(1, Ordering::SeqCst);
+            let _ = tx.send(Request::new(ns, OBJECT)); // every event: its own key, never merged
+        }
+    };
+    let send = Arc::new(send);
+    let on_update = send.clone();
+    informer
+        .add_event_handler(
+            HandlerFuncs::new()
+                .on_add(move |cm, _| send(&cm))
+                .on_update(move |_, cm| on_update(&cm)),
+        )
+        .expect("a fresh informer accepts handlers");
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let workers = (0..params.workers.max(1))
+        .map(|_| {
+            let (rx, counts, log) = (rx.clone(), counts.clone(), log.clone());
+            let indexer = informer.indexer().clone();
+            tokio::spawn(async move {
+                loop {
+                    let Some(request) = rx.lock().await.recv().await else {
+                        return; // the channel closed
+                    };
+                    counts[2].fetch_add(1, Ordering::SeqCst);
+                    let value = indexer
+                        .get_by_key(&request.key())
+                        .and_then(|cm| value_of(&cm));
+                    log.act(value, cost).await;
+                }
+            })
+        })
+        .collect();
+    Ok(Running::Channel { counts, workers })
+}
+// book: end ch06_channel_of_keys
 
 impl Running {
-    /// Builds the variant's controller on `informer` and starts its workers (they wait for
-    /// the cache to sync).
-    pub fn start<L: ListerWatcher<ConfigMap>>(
-        params: &Params,
-        informer: &SharedIndexInformer<ConfigMap, L>,
-        recorder: Arc<Recorder>,
-    ) -> Result<Running, BurstError> {
-        let cost = params.cost;
-        let builder = Controller::builder("burst").max_concurrent_reconciles(params.workers);
-        let controller = match params.variant {
-            Variant::Level => builder.build(
-                informer,
-                move |req: Request, ctx: crate::controller::Context<ConfigMap>| {
-                    let recorder = recorder.clone();
-                    async move {
-                        if req.name == OBJECT {
-                            // The level: whatever the cache holds now.
-                            let value = ctx.get(&req).and_then(|cm| value_of(&cm));
-                            recorder.act(value, cost).await;
-                        }
-                        Ok(ReconcileResult::done())
-                    }
-                },
-            )?,
-            Variant::FirstPayload => {
-                let stash = Arc::new(Mutex::new(HashMap::new()));
-                let taken = stash.clone();
-                builder.with_handler(StashFirstPayload(stash)).build(
-                    informer,
-                    move |req: Request, _ctx: crate::controller::Context<ConfigMap>| {
-                        let recorder = recorder.clone();
-                        let payload = taken.lock().remove(&req).flatten();
-                        async move {
-                            if req.name == OBJECT {
-                                recorder.act(payload, cost).await;
-                            }
-                            Ok(ReconcileResult::done())
-                        }
-                    },
-                )?
-            }
-            Variant::ChannelOfKeys => return Ok(Self::start_channel(params, informer, recorder)),
-        };
+    /// Starts `controller`'s workers in a task of their own (they wait for the cache to sync).
+    pub fn controller(controller: Controller<ConfigMap>) -> Running {
         let task = {
             let controller = controller.clone();
             tokio::spawn(async move {
                 if let Err(e) = controller.run(futures::future::pending()).await {
-                    tracing::error!(error = %e, "burst controller failed");
+                    tracing::error!(error = %e, "storm controller failed");
                 }
             })
         };
-        Ok(Running::Controller { controller, task })
-    }
-
-    fn start_channel<L: ListerWatcher<ConfigMap>>(
-        params: &Params,
-        informer: &SharedIndexInformer<ConfigMap, L>,
-        recorder: Arc<Recorder>,
-    ) -> Running {
-        let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
-        let (tx, rx) = mpsc::unbounded_channel::<Request>();
-        let send = move |counts: &[AtomicU64; 3], cm: &ConfigMap| {
-            counts[0].fetch_add(1, Ordering::SeqCst);
-            let meta = &cm.metadata;
-            let r = Request::new(
-                meta.namespace.clone().unwrap_or_default(),
-                meta.name.clone().unwrap_or_default(),
-            );
-            counts[1].fetch_add(1, Ordering::SeqCst);
-            let _ = tx.send(r);
-        };
-        let send = Arc::new(send);
-        let (c1, c2, s1, s2) = (counts.clone(), counts.clone(), send.clone(), send);
-        informer
-            .add_event_handler(
-                HandlerFuncs::new()
-                    .on_add(move |o, _| s1(&c1, &o))
-                    .on_update(move |_, n| s2(&c2, &n)),
-            )
-            .expect("a fresh informer accepts handlers");
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        let indexer = informer.indexer().clone();
-        let workers = (0..params.workers.max(1))
-            .map(|_| {
-                let (rx, counts, indexer, recorder) = (
-                    rx.clone(),
-                    counts.clone(),
-                    indexer.clone(),
-                    recorder.clone(),
-                );
-                let cost = params.cost;
-                tokio::spawn(async move {
-                    loop {
-                        let Some(req) = rx.lock().await.recv().await else {
-                            return;
-                        };
-                        counts[2].fetch_add(1, Ordering::SeqCst);
-                        if req.name == OBJECT {
-                            let value = indexer.get_by_key(&req.key()).and_then(|cm| value_of(&cm));
-                            recorder.act(value, cost).await;
-                        }
-                    }
-                })
-            })
-            .collect();
-        Running::Channel { counts, workers }
+        Running::Controller { controller, task }
     }
 
     /// Events heard and keys queued so far.
@@ -214,8 +198,8 @@ impl Running {
     }
 
     /// Nothing queued, nothing waiting, nothing running.
-    pub fn idle(&self, recorder: &Recorder) -> bool {
-        let queued = match self {
+    pub fn idle(&self, log: &Recorder) -> bool {
+        let busy = match self {
             Running::Controller { controller, .. } => {
                 let q = controller.queue();
                 q.len() + q.waiting_len() > 0 || controller.metrics().active_workers > 0
@@ -224,7 +208,7 @@ impl Running {
                 counts[1].load(Ordering::SeqCst) != counts[2].load(Ordering::SeqCst)
             }
         };
-        !queued && recorder.in_flight() == 0
+        !busy && log.in_flight() == 0
     }
 
     /// Stops the workers, letting reconciles in flight finish.

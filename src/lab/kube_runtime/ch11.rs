@@ -97,9 +97,9 @@ pub fn sweeps_virtual() -> Vec<(Report, Report)> {
                 out,
                 "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}",
                 format!("{sweep:?}").to_lowercase(),
-                p.writes,
-                p.gap.as_millis(),
-                p.cost.as_millis(),
+                p.storm.writes,
+                p.storm.gap.as_millis(),
+                p.storm.cost.as_millis(),
                 round3(expected_reconciles(&ours)),
                 ours.reconciles,
                 kube.reconciles

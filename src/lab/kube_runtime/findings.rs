@@ -212,11 +212,14 @@ async fn race(plan: Vec<Option<u64>>) -> Vec<Rounding> {
                     .find(|(v, _)| *v == value)
                     .map(|(_, at)| *at)
             };
-            super::storm::wait_until(Duration::from_secs(5), || {
-                started(&ours).is_some() && started(&kube).is_some()
-            })
+            rig::settle(
+                Duration::from_secs(5),
+                Duration::ZERO,
+                "a reconcile of each controller for the write (watch or scheduler stalled?)",
+                || started(&ours).is_some() && started(&kube).is_some(),
+            )
             .await
-            .expect("no reconcile for the write within 5 s: watch or scheduler stalled?");
+            .unwrap_or_else(|e| panic!("{e}"));
             let us = |at: Instant| (at - sent).as_micros() as u64;
             rows.push(Rounding {
                 offset_us: offset.unwrap_or(0),

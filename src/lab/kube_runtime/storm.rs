@@ -23,6 +23,12 @@ use std::{
     time::Duration,
 };
 
+use crate::lab::{
+    burst::{BurstError, Clock, Params, Report},
+    rig::{
+        self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Storm, Target, value_of,
+    },
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{
@@ -30,12 +36,6 @@ use kube::runtime::{
     controller::{Action, Config},
     reflector::{self, ObjectRef, Store, reflector},
     watcher::{self, watcher},
-};
-use tokio::time::Instant;
-
-use crate::lab::{
-    burst::{BurstError, Clock, Params, Report},
-    rig::{self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Target, value_of},
 };
 
 /// How the kube-runtime controller of a storm is built, beyond [`Params`].
@@ -80,14 +80,14 @@ pub fn run(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
 
 /// Runs one storm against kube-runtime on the current runtime.
 pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
-    if params.writes == 0 {
+    if params.storm.writes == 0 {
         return Err(BurstError::NoWrites);
     }
     let target = Target::start(&params.backend).await?;
     target.create(OBJECT, 0).await?;
     let recorder = Recorder::new();
     let heard = Arc::new(AtomicU64::new(0));
-    let (cost, design) = (params.cost, knobs.design);
+    let (cost, design) = (params.storm.cost, knobs.design);
 
     // The block chapter 11 shows, line for line (plus the broken design's switch).
     let (reader, writer) = reflector::store::<ConfigMap>();
@@ -120,7 +120,8 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
     let running = tokio::spawn(controller.for_each(|_| async {}));
     let before = settled(&recorder, &heard).await?;
 
-    let burst = rig::write_burst(&target.api(), OBJECT, params.writes, params.gap).await?;
+    let Storm { writes, gap, .. } = params.storm;
+    let burst = rig::write_burst(&target.api(), OBJECT, writes, gap).await?;
 
     let report = finish(params, &burst, &heard, before, &reader, &recorder).await;
     running.abort();
@@ -139,17 +140,16 @@ pub struct Before {
 
 /// Waits (30 s at most) until the controller has reconciled value 0 and nothing runs.
 pub async fn settled(recorder: &Recorder, heard: &AtomicU64) -> Result<Before, BurstError> {
-    wait_until(SETTLE, || {
-        recorder.observations().last().map(|o| o.value) == Some(Some(0))
-            && recorder.in_flight() == 0
-    })
-    .await
-    .map_err(|_| {
-        BurstError::Stalled(
-            "kube-runtime never reconciled value 0: store never ready, or the runner held it?"
-                .into(),
-        )
-    })?;
+    rig::settle(
+        SETTLE,
+        Duration::ZERO,
+        "kube-runtime never reconciled value 0: store never ready, or the runner held it?",
+        || {
+            recorder.observations().last().map(|o| o.value) == Some(Some(0))
+                && recorder.in_flight() == 0
+        },
+    )
+    .await?;
     Ok(Before {
         events: heard.load(Ordering::SeqCst),
         reconciles: recorder.observations().len(),
@@ -168,7 +168,8 @@ pub async fn finish(
     reader: &Store<ConfigMap>,
     recorder: &Recorder,
 ) -> Result<Report, BurstError> {
-    let limit = SETTLE + (params.cost + Duration::from_millis(5)) * params.writes as u32;
+    let Storm { writes, cost, .. } = params.storm;
+    let limit = SETTLE + (cost + Duration::from_millis(5)) * writes as u32;
     // kube-runtime shows no queue: a request may sit in the scheduler (a millisecond or two
     // under the real clock, more under load) before it runs. So quiet means: nothing heard,
     // started or running for a reconcile's cost plus a margin (2 ms virtual, 100 ms real).
@@ -176,22 +177,20 @@ pub async fn finish(
         Clock::Virtual => Duration::from_millis(2),
         Clock::Real => Duration::from_millis(100),
     };
-    let quiet_for = params.cost + margin;
     let seen = |r: &Recorder| (heard.load(Ordering::SeqCst), r.observations().len());
-    let mut last_change = (Instant::now(), seen(recorder));
-    wait_until(limit, || {
-        let now = seen(recorder);
-        if now != last_change.1 || recorder.in_flight() > 0 {
-            last_change = (Instant::now(), now);
-        }
-        now.0 - before.events >= params.writes && Instant::now() - last_change.0 >= quiet_for
-    })
-    .await
-    .map_err(|_| {
-        BurstError::Stalled(format!(
-            "kube-runtime never went quiet within {limit:?}: events lost, or a request never ran?"
-        ))
-    })?;
+    let mut last = seen(recorder);
+    rig::settle(
+        limit,
+        cost + margin,
+        "kube-runtime never went quiet: events lost, or a request never ran?",
+        || {
+            let now = seen(recorder);
+            let unchanged = now == last;
+            last = now;
+            unchanged && recorder.in_flight() == 0 && now.0 - before.events >= writes
+        },
+    )
+    .await?;
     let events = heard.load(Ordering::SeqCst) - before.events;
     let final_in_cache = reader
         .get(&ObjectRef::new(OBJECT).within(NAMESPACE))
@@ -206,15 +205,4 @@ pub async fn finish(
         final_in_cache,
         recorder.max_in_flight(),
     ))
-}
-
-/// Polls `done` every millisecond (tokio time) until it holds, or fails after `limit`.
-pub async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
-    tokio::time::timeout(limit, async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-    .map_err(|_| ())
 }

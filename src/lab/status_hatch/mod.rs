@@ -46,6 +46,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
+pub mod generation;
+
 use crate::{
     apiserver::{Cluster, ServerOptions},
     cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
@@ -85,7 +87,8 @@ pub fn recorded(w: &Widget) -> Option<bool> {
 pub struct Actions(AtomicU64);
 
 impl Actions {
-    fn act(&self) {
+    /// Takes one action (sends one launch notice).
+    pub fn act(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
     /// Actions so far.
@@ -105,9 +108,136 @@ pub enum Design {
     EventOldNew,
 }
 
-/// Lets through only updates that switch the widget on (the [`Design::EventOldNew`] filter).
-struct SwitchedOn;
+/// Counters of one hatch process, for the idempotency claim.
+#[derive(Default)]
+pub struct HatchCounts {
+    status_writes: AtomicU64,
+    /// Resource versions our own status writes produced.
+    own_rvs: Mutex<Vec<String>>,
+    /// Update events whose new object is one of our own status writes.
+    own_status_events: AtomicU64,
+}
 
+impl HatchCounts {
+    /// Records one status write of ours, by the resourceVersion it produced.
+    pub fn wrote(&self, written: &Widget) {
+        self.status_writes.fetch_add(1, Ordering::SeqCst);
+        if let Some(rv) = &written.metadata.resource_version {
+            self.own_rvs.lock().push(rv.clone());
+        }
+    }
+
+    /// Counts, on `informer`, the update events that carry one of our own status writes.
+    pub fn listen(self: &Arc<Self>, informer: &Informer) {
+        let counts = self.clone();
+        informer
+            .add_event_handler(HandlerFuncs::new().on_update(move |_, new: Arc<Widget>| {
+                let rv = new.metadata.resource_version.clone().unwrap_or_default();
+                if counts.own_rvs.lock().contains(&rv) {
+                    counts.own_status_events.fetch_add(1, Ordering::SeqCst);
+                }
+            }))
+            .expect("a fresh informer accepts handlers");
+    }
+}
+
+/// How long a hatch reconcile works before it acts and records: it leaves a window in which
+/// the server holds a change the controller has not yet observed.
+pub const WORK: Duration = Duration::from_millis(100);
+
+/// The hatch's reconcile: compare the level now with the level recorded, act on a switch-on,
+/// record what was acted on (and the generation seen, as `observedGeneration`).
+// book: ch08_hatch
+pub async fn hatch_reconcile(
+    api: Api<Widget>,
+    actions: Arc<Actions>,
+    counts: Arc<HatchCounts>,
+    request: Request,
+    ctx: Context<Widget>,
+) -> Result<ReconcileResult, Error> {
+    let Some(widget) = ctx.get(&request) else {
+        return Ok(ReconcileResult::done()); // gone: nothing to do
+    };
+    let now = enabled(&widget); // the level now
+    let generation = widget.metadata.generation;
+    let status = widget.status.clone().unwrap_or_default();
+    if recorded(&widget) == Some(now) && status.observed_generation == generation {
+        return Ok(ReconcileResult::done()); // our own status write comes back here
+    }
+    tokio::time::sleep(WORK).await; // the reconcile's own work, before it acts and records
+    if now && recorded(&widget) != Some(true) {
+        actions.act(); // a switch-on the record has not seen: the launch notice
+    }
+    let patch = serde_json::json!({ "status": {
+        "message": format!("acted on enabled={now}"),
+        "observedGeneration": generation,
+    }});
+    let written = api
+        .patch_status(
+            &request.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::retry)?;
+    counts.wrote(&written);
+    Ok(ReconcileResult::done())
+}
+// book: end ch08_hatch
+
+/// How a design's controller is built on a process's informer.
+pub type Start = fn(&Informer, &Api<Widget>, Arc<Actions>, Arc<HatchCounts>) -> Controller<Widget>;
+
+/// [`Design::StatusHatch`]: the controller whose reconciler is [`hatch_reconcile`].
+// book: ch08_start_hatch
+pub fn start_hatch(
+    informer: &Informer,
+    api: &Api<Widget>,
+    actions: Arc<Actions>,
+    counts: Arc<HatchCounts>,
+) -> Controller<Widget> {
+    counts.listen(informer); // counts the update events our own status writes cause
+    let api = api.clone();
+    Controller::builder("status-hatch") // no predicate: our own status events come back too
+        .build(informer, move |request, ctx| {
+            hatch_reconcile(api.clone(), actions.clone(), counts.clone(), request, ctx)
+        })
+        .expect("a named controller on a fresh informer builds")
+}
+// book: end ch08_start_hatch
+
+/// [`Design::MemoryLastSeen`]: the last level seen, per key, in process memory.
+// book: ch08_memory
+pub fn start_memory(
+    informer: &Informer,
+    _: &Api<Widget>,
+    actions: Arc<Actions>,
+    _: Arc<HatchCounts>,
+) -> Controller<Widget> {
+    let last_seen: Arc<Mutex<HashMap<Request, bool>>> = Arc::default();
+    Controller::builder("memory-last-seen")
+        .build(informer, move |request: Request, ctx: Context<Widget>| {
+            let (actions, last_seen) = (actions.clone(), last_seen.clone());
+            async move {
+                if let Some(widget) = ctx.get(&request) {
+                    let now = enabled(&widget);
+                    // A key never seen counts as switched off.
+                    let before = last_seen.lock().insert(request, now).unwrap_or(false);
+                    if now && !before {
+                        actions.act();
+                    }
+                }
+                Ok(ReconcileResult::done())
+            }
+        })
+        .expect("a named controller on a fresh informer builds")
+}
+// book: end ch08_memory
+
+/// Lets through only updates that switch the widget on (the [`Design::EventOldNew`] filter).
+pub struct SwitchedOn;
+
+// book: ch08_event
 impl Predicate<Widget> for SwitchedOn {
     fn create(&self, _: &Widget, _: bool) -> bool {
         false // a create has no "before", so it is no flip
@@ -120,53 +250,40 @@ impl Predicate<Widget> for SwitchedOn {
     }
 }
 
-/// Counters of one hatch process, for the idempotency claim.
-#[derive(Default)]
-struct HatchCounts {
-    status_writes: AtomicU64,
-    /// Resource versions our own status writes produced.
-    own_rvs: Mutex<Vec<String>>,
-    /// Update events whose new object is one of our own status writes.
-    own_status_events: AtomicU64,
+/// [`Design::EventOldNew`]: the predicate passes only off-to-on updates; the reconciler acts
+/// on every request it gets.
+pub fn start_event(
+    informer: &Informer,
+    _: &Api<Widget>,
+    actions: Arc<Actions>,
+    _: Arc<HatchCounts>,
+) -> Controller<Widget> {
+    Controller::builder("event-old-new")
+        .with_predicate(SwitchedOn)
+        .build(informer, move |_: Request, _: Context<Widget>| {
+            let actions = actions.clone();
+            async move {
+                actions.act(); // only switch-on events get here
+                Ok(ReconcileResult::done())
+            }
+        })
+        .expect("a named controller on a fresh informer builds")
+}
+// book: end ch08_event
+
+impl Design {
+    /// How this design's controller is built.
+    pub fn start(self) -> Start {
+        match self {
+            Design::StatusHatch => start_hatch,
+            Design::MemoryLastSeen => start_memory,
+            Design::EventOldNew => start_event,
+        }
+    }
 }
 
-/// The hatch's reconcile: compare the level now with the level recorded, act on a switch-on,
-/// record what was acted on (and the generation seen, as `observedGeneration`).
-async fn hatch_reconcile(
-    api: Api<Widget>,
-    actions: Arc<Actions>,
-    counts: Arc<HatchCounts>,
-    req: Request,
-    ctx: Context<Widget>,
-) -> Result<ReconcileResult, Error> {
-    let Some(w) = ctx.get(&req) else {
-        return Ok(ReconcileResult::done());
-    };
-    let now = enabled(&w);
-    let generation = w.metadata.generation;
-    let status = w.status.clone().unwrap_or_default();
-    let up_to_date = recorded(&w) == Some(now) && status.observed_generation == generation;
-    if up_to_date {
-        return Ok(ReconcileResult::done()); // our own status write comes back here
-    }
-    tokio::time::sleep(WORK).await; // the reconcile's own work, before it acts and records
-    if now && recorded(&w) != Some(true) {
-        actions.act();
-    }
-    let patch = serde_json::json!({ "status": {
-        "message": format!("acted on enabled={now}"),
-        "observedGeneration": generation,
-    }});
-    let written = api
-        .patch_status(&req.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::retry)?;
-    counts.status_writes.fetch_add(1, Ordering::SeqCst);
-    if let Some(rv) = written.metadata.resource_version {
-        counts.own_rvs.lock().push(rv);
-    }
-    Ok(ReconcileResult::done())
-}
+/// The informer each controller process runs: widgets of [`NAMESPACE`], no resync.
+pub type Informer = SharedIndexInformer<Widget, Api<Widget>>;
 
 /// One controller process.
 struct Process {
@@ -176,7 +293,7 @@ struct Process {
 
 impl Process {
     fn start(
-        design: Design,
+        start: Start,
         client: &kube::Client,
         actions: Arc<Actions>,
         counts: Arc<HatchCounts>,
@@ -186,50 +303,7 @@ impl Process {
             api.clone(),
             InformerOptions::new(Duration::ZERO),
         ));
-        let builder = Controller::builder(format!("{design:?}"));
-        let controller = match design {
-            Design::StatusHatch => {
-                let c = counts.clone();
-                informer
-                    .add_event_handler(HandlerFuncs::new().on_update(move |_, new: Arc<Widget>| {
-                        let rv = new.metadata.resource_version.clone().unwrap_or_default();
-                        if c.own_rvs.lock().contains(&rv) {
-                            c.own_status_events.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }))
-                    .expect("a fresh informer accepts handlers");
-                builder.build(&informer, move |req, ctx| {
-                    hatch_reconcile(api.clone(), actions.clone(), counts.clone(), req, ctx)
-                })
-            }
-            Design::MemoryLastSeen => {
-                let last_seen: Arc<Mutex<HashMap<Request, bool>>> = Arc::default();
-                builder.build(&informer, move |req: Request, ctx: Context<Widget>| {
-                    let (actions, last_seen) = (actions.clone(), last_seen.clone());
-                    async move {
-                        if let Some(w) = ctx.get(&req) {
-                            let now = enabled(&w);
-                            let before = last_seen.lock().insert(req, now).unwrap_or(false);
-                            if now && !before {
-                                actions.act();
-                            }
-                        }
-                        Ok(ReconcileResult::done())
-                    }
-                })
-            }
-            Design::EventOldNew => builder.with_predicate(SwitchedOn).build(
-                &informer,
-                move |_: Request, _: Context<Widget>| {
-                    let actions = actions.clone();
-                    async move {
-                        actions.act(); // only switch-on events get here
-                        Ok(ReconcileResult::done())
-                    }
-                },
-            ),
-        }
-        .expect("a named controller on a fresh informer builds");
+        let controller = start(&informer, &api, actions, counts);
         let c = controller.clone();
         let inf = informer.clone();
         let tasks = vec![
@@ -246,7 +320,7 @@ impl Process {
     }
 
     fn kill(self) {
-        self.controller.shutdown();
+        self.controller.abort();
         for t in &self.tasks {
             t.abort();
         }
@@ -323,15 +397,17 @@ pub struct Run {
 
 /// Runs one design through the timeline on a fresh paused-clock runtime.
 pub fn run(design: Design) -> Run {
-    crate::lab::rig::paused(run_async(design))
+    run_with(design, design.start())
+}
+
+/// Runs a design whose controller `start` builds through the timeline, on a fresh
+/// paused-clock runtime; `design` only names it in the [`Run`].
+pub fn run_with(design: Design, start: Start) -> Run {
+    crate::lab::rig::paused(run_async(design, start))
 }
 
 /// Long enough for any reconcile to finish, and its status event to come back.
 const SETTLE: Duration = Duration::from_secs(1);
-/// How long a hatch reconcile works before it acts and records: it leaves a window in which
-/// the server holds a change the controller has not yet observed.
-const WORK: Duration = Duration::from_millis(100);
-
 async fn set_annotation(api: &Api<Widget>, on: bool) {
     let patch = serde_json::json!({ "metadata": { "annotations": { ENABLED: on.to_string() } } });
     api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
@@ -339,7 +415,7 @@ async fn set_annotation(api: &Api<Widget>, on: bool) {
         .expect("patching the annotation");
 }
 
-async fn run_async(design: Design) -> Run {
+async fn run_async(design: Design, start: Start) -> Run {
     let cluster = Cluster::new(ServerOptions::default());
     let client = cluster.in_process_client();
     let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
@@ -356,7 +432,7 @@ async fn run_async(design: Design) -> Run {
         .expect("creating the widget");
     let actions = Arc::new(Actions::default());
     let counts = Arc::new(HatchCounts::default());
-    let start = || Process::start(design, &client, actions.clone(), counts.clone());
+    let start = || Process::start(start, &client, actions.clone(), counts.clone());
     let mut process = start();
     let mut dead_reconciles = 0;
     let mut per_step = Vec::new();
@@ -406,68 +482,6 @@ async fn run_async(design: Design) -> Run {
     }
 }
 
-/// The widget as the server holds it at one moment of [`generations`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Moment {
-    /// What just happened.
-    pub after: &'static str,
-    /// `metadata.generation`.
-    pub generation: Option<i64>,
-    /// `status.observedGeneration`.
-    pub observed_generation: Option<i64>,
-    /// The annotation's level.
-    pub enabled: bool,
-    /// The level the hatch recorded.
-    pub recorded: Option<bool>,
-}
-
-/// The `observedGeneration` parallel: the hatch running, the widget read from the server right
-/// after each write and again once the controller has caught up.
-pub fn generations() -> Vec<Moment> {
-    crate::lab::rig::paused(async {
-        let cluster = Cluster::new(ServerOptions::default());
-        let client = cluster.in_process_client();
-        let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
-        let spec = WidgetSpec {
-            replicas: 1,
-            color: Some("red".into()),
-        };
-        api.create(&PostParams::default(), &Widget::new(OBJECT, spec))
-            .await
-            .expect("creating the widget");
-        let moment = |after: &'static str| {
-            let api = api.clone();
-            async move {
-                let w = api.get(OBJECT).await.expect("reading the widget");
-                Moment {
-                    after,
-                    generation: w.metadata.generation,
-                    observed_generation: w.status.as_ref().and_then(|s| s.observed_generation),
-                    enabled: enabled(&w),
-                    recorded: recorded(&w),
-                }
-            }
-        };
-        let mut out = vec![moment("create, before any controller runs").await];
-        let process = Process::start(Design::StatusHatch, &client, Arc::default(), Arc::default());
-        tokio::time::sleep(SETTLE).await;
-        out.push(moment("the controller's first reconcile").await);
-        let patch = serde_json::json!({ "spec": { "color": "green" } });
-        api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("patching the spec");
-        out.push(moment("a spec change, before the reconcile").await);
-        tokio::time::sleep(SETTLE).await;
-        out.push(moment("the reconcile of the spec change").await);
-        set_annotation(&api, true).await;
-        out.push(moment("the annotation flip, before the reconcile").await);
-        tokio::time::sleep(SETTLE).await;
-        out.push(moment("the reconcile of the flip").await);
-        process.kill();
-        out
-    })
-}
-
 /// One row of the chapter's table: a step, what a correct controller does, what each design
 /// did.
 #[derive(Debug, Clone, Serialize)]
@@ -484,14 +498,10 @@ pub struct Row {
     pub event_old_new: u64,
 }
 
-/// Runs all three designs and lines their actions up step by step.
-pub fn table() -> (Vec<Row>, [Run; 3]) {
-    let runs = [
-        run(Design::StatusHatch),
-        run(Design::MemoryLastSeen),
-        run(Design::EventOldNew),
-    ];
-    let rows = timeline()
+/// Lines the three designs' actions up step by step (runs in [`Design`] order: hatch,
+/// memory, event).
+pub fn rows(runs: &[Run; 3]) -> Vec<Row> {
+    timeline()
         .iter()
         .enumerate()
         .map(|(i, s)| Row {
@@ -501,8 +511,17 @@ pub fn table() -> (Vec<Row>, [Run; 3]) {
             memory_last_seen: runs[1].actions_per_step[i],
             event_old_new: runs[2].actions_per_step[i],
         })
-        .collect();
-    (rows, runs)
+        .collect()
+}
+
+/// Runs all three designs and lines their actions up step by step.
+pub fn table() -> (Vec<Row>, [Run; 3]) {
+    let runs = [
+        run(Design::StatusHatch),
+        run(Design::MemoryLastSeen),
+        run(Design::EventOldNew),
+    ];
+    (rows(&runs), runs)
 }
 
 /// Checks chapter 08's claims: the hatch is right at every step, each broken design is wrong
@@ -525,47 +544,17 @@ pub fn check(runs: &[Run; 3]) {
     );
 }
 
-/// Runs the table, checks it and records the chapter's snapshot.
+/// Runs the table and the generation experiments, checks them and records the chapter's
+/// snapshots.
 pub fn experiment() {
     let (rows, runs) = table();
     check(&runs);
     crate::book::snap::yaml("ch08_flips", &rows, vec![]);
     crate::book::snap::yaml("ch08_hatch_run", &runs[0], vec![]);
-    let moments = generations();
-    check_generations(&moments);
-    crate::book::snap::yaml("ch08_generations", &moments, vec![]);
-}
-
-/// Checks the `observedGeneration` parallel: a spec change leaves `observedGeneration` behind
-/// until the reconcile; the controller's own status write bumps nothing; an annotation flip
-/// moves no generation at all, so only the hatch's own record shows it.
-pub fn check_generations(m: &[Moment]) {
-    let at = |i: usize| &m[i];
-    assert_eq!(
-        at(2).generation,
-        at(1).generation.map(|g| g + 1),
-        "spec change bumps"
-    );
-    assert_eq!(
-        at(2).observed_generation,
-        at(1).generation,
-        "status lags the spec"
-    );
-    assert_eq!(
-        at(3).observed_generation,
-        at(3).generation,
-        "the reconcile caught up"
-    );
-    assert_eq!(
-        at(3).generation,
-        at(2).generation,
-        "a status write bumps no generation"
-    );
-    assert_eq!(
-        at(4).generation,
-        at(3).generation,
-        "an annotation bumps no generation"
-    );
-    assert_eq!((at(4).enabled, at(4).recorded), (true, Some(false)));
-    assert_eq!((at(5).enabled, at(5).recorded), (true, Some(true)));
+    let rules = generation::rules();
+    generation::check_rules(&rules);
+    crate::book::snap::text("ch08_generation_rules", generation::rules_table(&rules));
+    let loops = generation::loops();
+    generation::check_loops(&loops);
+    crate::book::snap::text("ch08_without_status", generation::loops_text(&loops));
 }

@@ -1,0 +1,650 @@
+//! The priority queue's state machine without locks, tasks or a clock of its own: the part of
+//! controller-runtime's `priorityqueue[T]` that decides where a key goes and which key is
+//! handed out next.
+//!
+//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/priorityqueue.go`
+//! (`lockedAddWithOpts`, `handleWaitingItems`, `handleReadyItems`, `Done`, `Len`, `lessReady`,
+//! `lessWaiting`).
+//!
+//! # Model
+//!
+//! ```text
+//!   items:   key ─► Entry { added_counter, priority, ready_at }       one entry per key
+//!   ready:   (priority desc, added_counter asc) ─► key                 entries without ready_at
+//!   waiting: (ready_at asc, priority desc, added_counter asc) ─► key   entries with a ready_at
+//!   locked:  keys handed out by get and not yet returned by done
+//!
+//!   add(k, after, p)   new k      : entry with a fresh counter ─► waiting if after > 0, else ready
+//!                      k queued   : ready stays ready; otherwise the earlier ready_at wins and
+//!                                   no delay makes it ready; priority = max(old, p), and only
+//!                                   a *raise* takes a fresh counter (back of the new level)
+//!   promote_due(now)   every waiting entry with ready_at <= now moves to ready, fresh counter
+//!   get()              first ready entry (in order) whose key is not locked: its key leaves
+//!                      items and ready and enters locked
+//!   done(k)            locked -= k (an entry re-added meanwhile may now be handed out)
+//! ```
+//!
+//! A key being processed is *not* in `items`: adding it again while it is held creates a new
+//! entry, from that add's options alone, which `get` skips until `done`. That entry counts in
+//! [`len`](PriorityQueueCore::len) and in the depth metric (upstream's test "enqueues a locked
+//! item"), unlike client-go's queue, where such a key is dirty but not queued.
+//!
+//! An absent priority is priority 0 in every comparison, so a plain add raises a key waiting at
+//! `LowPriority` (-100) to 0.
+//!
+//! # Invariants
+//!
+//! These hold after every method returns. Debug builds check P1 for the key a method touched
+//! and, while the queue is small, P1–P3 in full; [`PriorityQueueCore::check_invariants`] checks
+//! them in full.
+//!
+//! 1. **P1** Every entry in `items` has exactly one tree entry, under the tree key its fields
+//!    give: in `ready` if it has no `ready_at`, in `waiting` if it has one. (Upstream's tests
+//!    wrap both trees in a validator that panics on any insert or delete breaking this.)
+//! 2. **P2** The trees hold nothing else: `|ready| + |waiting| == |items|`.
+//! 3. **P3** Counters are unique and below `added_counter`, so no two tree keys collide and
+//!    order within a priority is exactly the order of the counters.
+//!
+//! # Concurrency
+//!
+//! None here: the core is a plain value. [`super::PriorityQueue`] wraps it in one lock.
+//!
+//! # Differences from upstream
+//!
+//! - Time is a parameter (`now`), so a test or the shell decides what the clock reads (and an
+//!   add without a delay never reads it).
+//! - A delay too large for the clock saturates to about thirty years (upstream adds it to a
+//!   `time.Time`, which cannot overflow in practice).
+//! - Everything else, including which key `get` picks and which metric calls an add makes, is
+//!   upstream's; the metric calls go to an [`Observer`].
+
+use std::{cmp::Reverse, collections::BTreeMap, hash::Hash, time::Duration};
+
+use hashbrown::{HashMap, HashSet};
+use tokio::time::Instant;
+
+/// A key's priority. Higher is handed out first; absent means 0 (Go's `int`, so 64 bits).
+pub type Priority = i64;
+
+/// A queued key's state (upstream's `item[T]` without its key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Order within a priority: lower first. Fresh on insert, on a priority raise and on
+    /// becoming ready by time.
+    pub added_counter: u64,
+    /// The highest priority any add asked for since the key was last handed out.
+    pub priority: Priority,
+    /// When the key becomes ready; `None` once it is ready.
+    pub ready_at: Option<Instant>,
+}
+
+type ReadyKey = (Reverse<Priority>, u64);
+type WaitingKey = (Instant, Reverse<Priority>, u64);
+
+/// The calls the queue makes to its metrics (upstream's `queueMetrics[T]`, less `done` and
+/// the 500 ms loop, which the shell makes). Every method defaults to doing nothing.
+pub trait Observer<T> {
+    /// A key entered `ready` (upstream: "add is called for ready items only").
+    fn add(&mut self, _key: &T, _priority: Priority) {}
+    /// A key was handed out at `priority`.
+    fn get(&mut self, _key: &T, _priority: Priority) {}
+    /// A key already in `ready` moved from one priority to a higher one.
+    fn update_depth(&mut self, _old: Priority, _new: Priority) {}
+    /// An add asked for a non-zero delay.
+    fn retry(&mut self) {}
+}
+
+impl<T> Observer<T> for () {}
+
+/// What [`PriorityQueueCore::add`] did with one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Add {
+    /// A new key, ready now. Wake a getter.
+    NewReady,
+    /// A new key, waiting for its ready time. Wake the timer.
+    NewWaiting,
+    /// A waiting key became ready (added again without a delay). Wake a getter.
+    MadeReady,
+    /// The key was already ready and stays ready; its priority may have risen.
+    MergedReady,
+    /// The key is still waiting; its ready time and priority merged. Wake the timer.
+    MergedWaiting,
+    /// The queue is shutting down: nothing changed.
+    ShuttingDown,
+}
+
+impl Add {
+    /// Whether a getter may now find a key it could not before (upstream's `readyItemAdded`).
+    pub fn readied(self) -> bool {
+        matches!(self, Add::NewReady | Add::MadeReady)
+    }
+
+    /// Whether the earliest ready time may have changed (`waitingItemAddedOrUpdated`).
+    pub fn waiting_changed(self) -> bool {
+        matches!(self, Add::NewWaiting | Add::MergedWaiting)
+    }
+}
+
+/// What [`PriorityQueueCore::get`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Get<T> {
+    /// The first ready key not locked, and its priority; it is now locked.
+    Item(T, Priority),
+    /// Nothing that can be handed out now (nothing ready, or every ready key is locked).
+    Empty,
+    /// Shut down: upstream returns at once, without handing out what is still queued.
+    ShutDown,
+}
+
+/// What [`PriorityQueueCore::done`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// Released, and the key was re-added while held and is ready: a getter can take it.
+    ReleasedReady,
+    /// Released; the key is not ready in the queue.
+    Released,
+    /// The key was not locked: nothing changed (upstream's `Done` is equally harmless here).
+    NotLocked,
+}
+
+/// What [`PriorityQueueCore::promote_due`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promoted {
+    /// How many waiting keys became ready.
+    pub moved: usize,
+    /// The earliest ready time still waiting, strictly after `now`.
+    pub next: Option<Instant>,
+}
+
+/// **Deliberately broken** behaviours, so the model check and the book can show their
+/// detectors firing. Never use one for real work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    /// `get` forgets the locked set: a key re-added while held is handed out again, so two
+    /// workers hold it at once.
+    HandsOutLockedKeys,
+    /// A merge keeps the first priority: a key queued at `LowPriority` stays there when an
+    /// add asks for more.
+    IgnoresPriorityRaise,
+}
+
+/// Far enough for any delay a controller means: tokio's own timer uses about thirty years.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// Above this many entries, debug builds check only the touched key (P1), not P1–P3 in full.
+const FULL_CHECK_MAX: usize = 64;
+
+/// The delay an add asks for: `after`, or the limiter's delay if the add is rate-limited and
+/// that delay is shorter or `after` is zero (upstream: "the min of possible durations").
+pub fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Duration {
+    match rate_limited {
+        Some(limiter) if after.is_zero() || limiter < after => limiter,
+        _ => after,
+    }
+}
+
+/// The entries, the two trees and the locked set. No locks, no clock.
+#[derive(Debug)]
+pub struct PriorityQueueCore<T> {
+    items: HashMap<T, Entry>,
+    ready: BTreeMap<ReadyKey, T>,
+    waiting: BTreeMap<WaitingKey, T>,
+    locked: HashSet<T>,
+    /// The next counter to give out (keeps P3).
+    added_counter: u64,
+    shutting_down: bool,
+    bug: Option<Bug>,
+}
+
+impl<T> Default for PriorityQueueCore<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> PriorityQueueCore<T> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        PriorityQueueCore {
+            items: HashMap::new(),
+            ready: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            locked: HashSet::new(),
+            added_counter: 0,
+            shutting_down: false,
+            bug: None,
+        }
+    }
+
+    /// **Deliberately broken**: a queue with `bug` (see [`Bug`]).
+    pub fn with_bug(bug: Bug) -> Self {
+        PriorityQueueCore {
+            bug: Some(bug),
+            ..Self::new()
+        }
+    }
+
+    /// Ready keys, locked ones included (upstream's `Len`). Waiting keys are not counted.
+    pub fn len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Whether no key is ready.
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    /// Keys waiting for their ready time.
+    pub fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Keys handed out and not yet done.
+    pub fn locked_len(&self) -> usize {
+        self.locked.len()
+    }
+
+    /// Whether shut_down was called.
+    pub fn shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    /// Stops the queue: adds are dropped, `get` reports [`Get::ShutDown`] at once, and nothing
+    /// is promoted any more. What is queued stays where it is.
+    pub fn shut_down(&mut self) {
+        self.shutting_down = true;
+    }
+
+    /// The earliest ready time of a waiting key.
+    pub fn next_ready_at(&self) -> Option<Instant> {
+        self.waiting.first_key_value().map(|((at, _, _), _)| *at)
+    }
+
+    /// Ready keys in hand-out order, with their priorities (locked ones included).
+    pub fn ready_in_order(&self) -> impl Iterator<Item = (&T, Priority)> {
+        self.ready.iter().map(|((Reverse(p), _), k)| (k, *p))
+    }
+
+    fn next_counter(&mut self) -> u64 {
+        let c = self.added_counter;
+        self.added_counter += 1; // keeps P3
+        c
+    }
+}
+
+impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
+    /// The entry queued for `key`, if any (not the key's state while locked).
+    pub fn entry(&self, key: &T) -> Option<Entry> {
+        self.items.get(key).copied()
+    }
+
+    /// Whether `key` is handed out and not yet done.
+    pub fn is_locked(&self, key: &T) -> bool {
+        self.locked.contains(key)
+    }
+
+    /// Queues `key` after `after` (zero: ready now) at `priority` (`None`: 0), merging with an
+    /// entry already queued for it (see the model). `now` is read only for a delay. Keeps
+    /// P1–P3.
+    pub fn add(
+        &mut self,
+        key: T,
+        after: Duration,
+        priority: Option<Priority>,
+        now: impl FnOnce() -> Instant,
+        obs: &mut impl Observer<T>,
+    ) -> Add {
+        if self.shutting_down {
+            return Add::ShuttingDown;
+        }
+        let mut ready_at = if after.is_zero() {
+            None
+        } else {
+            obs.retry();
+            let now = now();
+            Some(now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE))
+        };
+        let asked = priority.unwrap_or(0);
+        let Some(old) = self.items.get(&key).copied() else {
+            let entry = Entry {
+                added_counter: self.next_counter(),
+                priority: asked,
+                ready_at,
+            };
+            let outcome = match ready_at {
+                Some(_) => Add::NewWaiting,
+                None => {
+                    obs.add(&key, asked);
+                    Add::NewReady
+                }
+            };
+            self.items.insert(key.clone(), entry);
+            self.insert_tree(key.clone(), entry);
+            self.debug_check(&key);
+            return outcome;
+        };
+
+        // A ready key stays ready; otherwise the earlier ready time wins.
+        match (old.ready_at, ready_at) {
+            (None, _) => ready_at = None,
+            (Some(o), Some(n)) if o < n => ready_at = Some(o),
+            _ => {}
+        }
+        let mut merged = Entry { ready_at, ..old };
+        if asked > old.priority && self.bug != Some(Bug::IgnoresPriorityRaise) {
+            if old.ready_at.is_none() {
+                obs.update_depth(old.priority, asked);
+            }
+            merged.priority = asked;
+            merged.added_counter = self.next_counter(); // the back of the new level
+        }
+        let outcome = match (old.ready_at, ready_at) {
+            (None, _) => Add::MergedReady,
+            (Some(_), None) => {
+                obs.add(&key, merged.priority);
+                Add::MadeReady
+            }
+            (Some(_), Some(_)) => Add::MergedWaiting,
+        };
+        if merged == old {
+            return outcome; // nothing moved: upstream's delete and re-insert of the same item
+        }
+        let stored = self.remove_tree(&old);
+        self.items.insert(key, merged);
+        self.insert_tree(stored.clone(), merged);
+        self.debug_check(&stored);
+        outcome
+    }
+
+    /// Hands out the first ready key that is not locked, and locks it (upstream's
+    /// `handleReadyItems` for one waiter). After shutdown: [`Get::ShutDown`], whatever is queued.
+    pub fn get(&mut self, obs: &mut impl Observer<T>) -> Get<T> {
+        if self.shutting_down {
+            return Get::ShutDown;
+        }
+        let skip_locked = self.bug != Some(Bug::HandsOutLockedKeys);
+        let found = self
+            .ready
+            .iter()
+            .find(|(_, k)| !(skip_locked && self.locked.contains(*k)))
+            .map(|(rk, _)| *rk);
+        let Some(rk) = found else {
+            return Get::Empty;
+        };
+        let key = self.ready.remove(&rk).expect("found just now");
+        let (owned, entry) = self
+            .items
+            .remove_entry(&key)
+            .expect("P1: a ready tree entry has an item");
+        obs.get(&key, entry.priority);
+        self.locked.insert(owned);
+        Get::Item(key, entry.priority)
+    }
+
+    /// Returns `key` from a worker. A ready entry added for it meanwhile can now be handed out.
+    pub fn done(&mut self, key: &T) -> Done {
+        if !self.locked.remove(key) {
+            return Done::NotLocked;
+        }
+        match self.items.get(key) {
+            Some(e) if e.ready_at.is_none() => Done::ReleasedReady,
+            _ => Done::Released,
+        }
+    }
+
+    /// Moves every waiting key whose ready time is at or before `now` into `ready`, in waiting
+    /// order, each with a fresh counter, so keys sort by when they became ready (upstream's
+    /// `handleWaitingItems`). Does nothing once shut down.
+    pub fn promote_due(&mut self, now: Instant, obs: &mut impl Observer<T>) -> Promoted {
+        let mut moved = 0;
+        if self.shutting_down {
+            return Promoted { moved, next: None };
+        }
+        while let Some(((at, _, _), _)) = self.waiting.first_key_value() {
+            if *at > now {
+                break;
+            }
+            let (_, key) = self.waiting.pop_first().expect("peeked");
+            let counter = self.next_counter();
+            let entry = self
+                .items
+                .get_mut(&key)
+                .expect("P1: a waiting tree entry has an item");
+            entry.ready_at = None;
+            entry.added_counter = counter;
+            let priority = entry.priority;
+            obs.add(&key, priority);
+            self.ready.insert((Reverse(priority), counter), key.clone());
+            moved += 1;
+            self.debug_check(&key);
+        }
+        let next = self.next_ready_at();
+        debug_assert!(next.is_none_or(|n| n > now), "a due key is still waiting");
+        Promoted { moved, next }
+    }
+
+    fn insert_tree(&mut self, key: T, e: Entry) {
+        let clash = match e.ready_at {
+            None => self
+                .ready
+                .insert((Reverse(e.priority), e.added_counter), key),
+            Some(at) => self
+                .waiting
+                .insert((at, Reverse(e.priority), e.added_counter), key),
+        };
+        assert!(clash.is_none(), "P3: two entries share a tree key");
+    }
+
+    fn remove_tree(&mut self, e: &Entry) -> T {
+        let removed = match e.ready_at {
+            None => self.ready.remove(&(Reverse(e.priority), e.added_counter)),
+            Some(at) => self
+                .waiting
+                .remove(&(at, Reverse(e.priority), e.added_counter)),
+        };
+        removed.expect("P1: every item has its tree entry")
+    }
+
+    fn debug_check(&self, key: &T) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let result = if self.items.len() <= FULL_CHECK_MAX {
+            self.check_invariants()
+        } else {
+            self.check_key(key)
+        };
+        if let Err(e) = result {
+            panic!("priority queue invariant broken: {e}");
+        }
+    }
+
+    /// P1 for one key.
+    fn check_key(&self, key: &T) -> Result<(), String> {
+        let Some(e) = self.items.get(key) else {
+            return Ok(());
+        };
+        let in_tree = match e.ready_at {
+            None => self.ready.get(&(Reverse(e.priority), e.added_counter)),
+            Some(at) => self
+                .waiting
+                .get(&(at, Reverse(e.priority), e.added_counter)),
+        };
+        match in_tree {
+            Some(k) if k == key => Ok(()),
+            Some(_) => Err("P1: an entry's tree key holds another key".into()),
+            None => Err("P1: an entry has no tree entry under its fields".into()),
+        }
+    }
+
+    /// Checks P1–P3 in full, naming the first that fails.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut counters = HashSet::with_capacity(self.items.len());
+        for (key, e) in &self.items {
+            self.check_key(key)?;
+            if e.added_counter >= self.added_counter || !counters.insert(e.added_counter) {
+                return Err(format!(
+                    "P3: counter {} is reused or not yet given out",
+                    e.added_counter
+                ));
+            }
+        }
+        if self.ready.len() + self.waiting.len() != self.items.len() {
+            return Err(format!(
+                "P2: {} ready + {} waiting tree entries for {} items",
+                self.ready.len(),
+                self.waiting.len(),
+                self.items.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn keys<T: Clone>(q: &PriorityQueueCore<T>) -> Vec<(T, Priority)> {
+        q.ready_in_order().map(|(k, p)| (k.clone(), p)).collect()
+    }
+
+    #[test]
+    fn a_priority_raise_moves_the_key_to_the_back_of_its_new_level() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("foo", Duration::ZERO, Some(0), || t, &mut ());
+        q.add("bar", Duration::ZERO, Some(1), || t, &mut ());
+        assert_eq!(
+            q.add("foo", Duration::ZERO, Some(1), || t, &mut ()),
+            Add::MergedReady
+        );
+        assert_eq!(keys(&q), [("bar", 1), ("foo", 1)]);
+    }
+
+    #[test]
+    fn a_lower_or_equal_priority_keeps_the_place() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("a", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("b", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("a", Duration::ZERO, Some(2), || t, &mut ());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(keys(&q), [("a", 2), ("b", 2)]);
+    }
+
+    #[test]
+    fn a_plain_add_raises_a_low_priority_key_to_zero() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("x", Duration::ZERO, Some(-100), || t, &mut ());
+        q.add("x", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.entry(&"x").map(|e| e.priority), Some(0));
+    }
+
+    /// An upstream quirk, kept: a waiting key made ready by a plain add keeps the counter it
+    /// got when first added, so it goes *before* keys that were ready earlier.
+    #[test]
+    fn a_waiting_key_made_ready_by_an_add_keeps_its_first_counter() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("late", S, None, || t, &mut ());
+        q.add("early", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(
+            q.add("late", Duration::ZERO, None, || t, &mut ()),
+            Add::MadeReady
+        );
+        assert_eq!(keys(&q), [("late", 0), ("early", 0)]);
+    }
+
+    #[test]
+    fn a_key_promoted_by_time_goes_behind_keys_already_ready() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("late", S, None, || t, &mut ());
+        q.add("early", Duration::ZERO, None, || t, &mut ());
+        let p = q.promote_due(t + S, &mut ());
+        assert_eq!(
+            p,
+            Promoted {
+                moved: 1,
+                next: None
+            }
+        );
+        assert_eq!(keys(&q), [("early", 0), ("late", 0)]);
+    }
+
+    #[test]
+    fn the_earlier_ready_time_wins_and_ready_stays_ready() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("w", 10 * S, None, || t, &mut ());
+        q.add("w", 3 * S, None, || t, &mut ());
+        q.add("w", 5 * S, None, || t, &mut ());
+        assert_eq!(q.next_ready_at(), Some(t + 3 * S));
+        q.add("r", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.add("r", S, None, || t, &mut ()), Add::MergedReady);
+        assert_eq!(q.entry(&"r").unwrap().ready_at, None);
+    }
+
+    #[test]
+    fn rate_limiting_takes_the_shorter_delay_unless_after_is_zero() {
+        let ms = Duration::from_millis;
+        assert_eq!(effective_after(ms(0), Some(ms(5))), ms(5));
+        assert_eq!(effective_after(ms(3), Some(ms(5))), ms(3));
+        assert_eq!(effective_after(ms(9), Some(ms(5))), ms(5));
+        assert_eq!(effective_after(ms(9), None), ms(9));
+    }
+
+    #[test]
+    fn a_key_added_while_locked_is_queued_and_counted_but_not_handed_out() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.get(&mut ()), Get::Item("a", 0));
+        q.add("a", Duration::ZERO, Some(3), || t, &mut ());
+        assert_eq!((q.len(), q.locked_len()), (1, 1));
+        assert_eq!(q.get(&mut ()), Get::Empty);
+        assert_eq!(q.done(&"a"), Done::ReleasedReady);
+        assert_eq!(q.get(&mut ()), Get::Item("a", 3));
+        assert_eq!(q.done(&"a"), Done::Released);
+        assert_eq!(q.done(&"a"), Done::NotLocked);
+    }
+
+    #[test]
+    fn shutdown_hands_out_nothing_more_and_drops_adds() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add(1, Duration::ZERO, None, || t, &mut ());
+        q.shut_down();
+        assert_eq!(
+            q.add(2, Duration::ZERO, None, || t, &mut ()),
+            Add::ShuttingDown
+        );
+        assert_eq!(q.get(&mut ()), Get::ShutDown);
+        assert_eq!(q.len(), 1, "the queued key stays, unreachable");
+    }
+
+    #[test]
+    fn the_broken_variants_misbehave() {
+        let t = Instant::now();
+        let mut q = PriorityQueueCore::with_bug(Bug::HandsOutLockedKeys);
+        q.add("a", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.get(&mut ()), Get::Item("a", 0));
+        q.add("a", Duration::ZERO, None, || t, &mut ());
+        assert_eq!(q.get(&mut ()), Get::Item("a", 0), "handed out while held");
+
+        let mut q = PriorityQueueCore::with_bug(Bug::IgnoresPriorityRaise);
+        q.add("a", Duration::ZERO, Some(-100), || t, &mut ());
+        q.add("a", Duration::ZERO, Some(5), || t, &mut ());
+        assert_eq!(q.entry(&"a").unwrap().priority, -100);
+    }
+
+    #[test]
+    fn the_invariant_check_names_a_broken_tree() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        q.add("a", Duration::ZERO, None, || t, &mut ());
+        q.ready.clear();
+        assert_eq!(
+            q.check_invariants(),
+            Err("P1: an entry has no tree entry under its fields".into())
+        );
+        let mut q = PriorityQueueCore::<&str>::new();
+        q.ready.insert((Reverse(0), 0), "stray");
+        assert!(q.check_invariants().unwrap_err().starts_with("P2"));
+    }
+}

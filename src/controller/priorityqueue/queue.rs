@@ -1,0 +1,498 @@
+//! The priority queue: [`PriorityQueueCore`] behind one lock, with async get, a timer task that
+//! promotes waiting keys, the rate limiter and metrics.
+//!
+//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/priorityqueue.go` (`New`,
+//! `AddWithOpts`, `GetWithPriority`, `Done`, `Forget`, `NumRequeues`, `ShutDown`, `Len`,
+//! `handleWaitingItems`, `updateUnfinishedWorkLoop`).
+//!
+//! # Model
+//!
+//! ```text
+//!   PriorityQueue<T> (a cheap handle; clones share one queue)
+//!     ├─ limiter: Arc<dyn RateLimiter>   asked outside the lock, before the add
+//!     └─ Shared
+//!          ├─ lock ─► Locked { core, metrics, waiting_getters }
+//!          ├─ getters: Notify   a getter that found nothing handed out waits here
+//!          ├─ timer: Notify     wakes the timer task: a waiting key added or moved, shutdown,
+//!          │                    or the last handle dropped
+//!          └─ stopped: Notify   shutdown broadcast (the 500 ms metrics loop)
+//!
+//!   timer task: promote_due(now) under the lock, wake one getter per promoted key, then sleep
+//!               until the next ready time or a wake-up (upstream's handleWaitingItems)
+//! ```
+//!
+//! # Invariants
+//!
+//! The core's P1–P3 (see [`super::core`]), plus:
+//!
+//! 4. **P4** `waiting_getters` counts the `get` calls registered on `getters` that have not yet
+//!    resumed or been dropped. A getter registers under the lock after finding nothing, so
+//!    anything that makes a key available afterwards (an add, a promotion, a `done`) sees it
+//!    and wakes it: no lost wake-up.
+//! 5. **P5** A waiting key is promoted no earlier than its ready time by the runtime's clock
+//!    (the timer task sleeps until the earliest one; an earlier key added meanwhile wakes it).
+//!
+//! # Concurrency
+//!
+//! One lock guards the core, the metrics and the getter count: the workqueue's test-and-set
+//! lock behind the `workqueue::sync` facade (shuttle's lock under the `shuttle` feature). It is
+//! never held across an await. The rate limiter is user code, so it is asked before the lock
+//! is taken; metric calls are made under it, as the workqueue's are. Notifications are sent
+//! after the lock is released.
+//!
+//! # Differences from upstream
+//!
+//! - Adds are applied at once under the lock. Upstream (since v0.23) appends them to a buffer
+//!   that a goroutine, `Len` or the hand-out loop flushes, so its `After` counts from the
+//!   flush and its limiter is asked at the flush; here both happen at the call.
+//! - A getter takes its key under the lock; upstream's hand-out goroutine pushes keys to
+//!   waiting getters over a channel. Which key goes next is the same.
+//! - `shut_down` may be called more than once (upstream closes a channel, so a second call
+//!   panics). `shut_down_with_drain` is `shut_down`, as upstream.
+//! - The timer task and the metrics loop end when the queue is shut down *or* when its last
+//!   handle is dropped (upstream's goroutines run until `ShutDown`).
+//! - No 10 s state dump at log level 5 (`logState`).
+
+use std::{
+    hash::Hash,
+    pin::pin,
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use tokio::{sync::Notify, time::Instant};
+
+use super::{
+    core::{Add, Bug, Done, Get, Priority, PriorityQueueCore, effective_after},
+    metrics::{PriorityQueueMetrics, Provider},
+};
+use crate::workqueue::{
+    Claim, DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, Error, ItemExponentialFailureRateLimiter,
+    RateLimiter, Release, UNFINISHED_WORK_UPDATE_PERIOD,
+    sync::{Mutex, MutexGuard, lock},
+};
+
+/// How to add (upstream's `AddOpts`). The default is a plain add: ready now, priority 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddOpts {
+    /// Ready after this delay (zero: now).
+    pub after: Duration,
+    /// Ask the rate limiter for a delay too; the shorter of the two wins unless `after` is zero.
+    pub rate_limited: bool,
+    /// The priority; `None` counts as 0. Higher is handed out first.
+    pub priority: Option<Priority>,
+}
+
+/// Options for [`PriorityQueue::with_opts`] (upstream's `Opts[T]`).
+pub struct Opts<T> {
+    /// Used by rate-limited adds. Default: per-item exponential, 5 ms doubling up to 1000 s.
+    pub rate_limiter: Option<Arc<dyn RateLimiter<T>>>,
+    /// Where metrics go. None: no metrics.
+    pub metrics_provider: Option<Provider>,
+}
+
+impl<T> Default for Opts<T> {
+    fn default() -> Self {
+        Opts {
+            rate_limiter: None,
+            metrics_provider: None,
+        }
+    }
+}
+
+/// A controller's work queue with priorities: each key is handed to at most one worker at a
+/// time; higher priorities first, then first-ready first.
+pub struct PriorityQueue<T> {
+    shared: Arc<Shared<T>>,
+    limiter: Arc<dyn RateLimiter<T>>,
+}
+
+impl<T> Clone for PriorityQueue<T> {
+    fn clone(&self) -> Self {
+        PriorityQueue {
+            shared: self.shared.clone(),
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+struct Shared<T> {
+    state: Mutex<Locked<T>>,
+    /// Getters that found nothing to take wait here (keeps P4).
+    getters: Notify,
+    /// Wakes the timer task. Shared with it so it can wait without keeping the queue alive.
+    timer: Arc<Notify>,
+    /// Woken once at shutdown, for the metrics loop.
+    stopped: Notify,
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        self.timer.notify_one(); // the timer task finds the queue gone and ends
+    }
+}
+
+struct Locked<T> {
+    core: PriorityQueueCore<T>,
+    /// Present only for a named queue with a provider.
+    metrics: Option<PriorityQueueMetrics<T>>,
+    /// Keeps P4.
+    waiting_getters: usize,
+}
+
+impl<T: Eq + Hash + Clone> Locked<T> {
+    fn add(&mut self, key: T, after: Duration, priority: Option<Priority>) -> Add {
+        match &mut self.metrics {
+            // The clock is read only for a delay (a clock read can cost more than the add).
+            None => self.core.add(key, after, priority, Instant::now, &mut ()),
+            Some(m) => {
+                let now = Instant::now();
+                self.core.add(key, after, priority, || now, &mut m.at(now))
+            }
+        }
+    }
+
+    /// `Some(Some(_))`: handed out. `Some(None)`: shut down. `None`: wait.
+    fn get_now(&mut self) -> Option<Option<(T, Priority)>> {
+        let got = match &mut self.metrics {
+            None => self.core.get(&mut ()),
+            Some(m) => self.core.get(&mut m.at(Instant::now())),
+        };
+        match got {
+            Get::Item(key, priority) => Some(Some((key, priority))),
+            Get::ShutDown => Some(None),
+            Get::Empty => None,
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> PriorityQueue<T> {
+    /// A queue called `name` with the default limiter and no metrics.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime: its timer is a task. [`with_opts`](Self::with_opts) returns
+    /// that as an error instead.
+    pub fn new(name: &str) -> Self {
+        Self::with_opts(name, Opts::default()).expect("PriorityQueue::new needs a tokio runtime")
+    }
+
+    /// A queue called `name` (upstream's `New(name, opts...)`). Metrics are recorded when the
+    /// name is not empty and `opts` has a provider.
+    pub fn with_opts(name: &str, opts: Opts<T>) -> Result<Self, Error> {
+        Self::with_core(name, opts, PriorityQueueCore::new())
+    }
+
+    /// **Deliberately broken**: an unnamed queue whose core has `bug` (see [`Bug`]). It exists
+    /// so that the model checker and the book can show their detectors firing.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, as [`new`](Self::new).
+    pub fn with_bug(bug: Bug) -> Self {
+        Self::with_core("", Opts::default(), PriorityQueueCore::with_bug(bug))
+            .expect("PriorityQueue::with_bug needs a tokio runtime")
+    }
+
+    fn with_core(name: &str, opts: Opts<T>, core: PriorityQueueCore<T>) -> Result<Self, Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
+            what: "a priority queue",
+        })?;
+        let limiter = opts.rate_limiter.unwrap_or_else(|| {
+            Arc::new(ItemExponentialFailureRateLimiter::new(
+                DEFAULT_BASE_DELAY,
+                DEFAULT_MAX_DELAY,
+            ))
+        });
+        let metrics = match (&opts.metrics_provider, name.is_empty()) {
+            (Some(p), false) => Some(PriorityQueueMetrics::new(p, name)),
+            _ => None,
+        };
+        let has_metrics = metrics.is_some();
+        let timer = Arc::new(Notify::new());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(Locked {
+                core,
+                metrics,
+                waiting_getters: 0,
+            }),
+            getters: Notify::new(),
+            timer: timer.clone(),
+            stopped: Notify::new(),
+        });
+        runtime.spawn(timer_loop(Arc::downgrade(&shared), timer));
+        if has_metrics {
+            let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
+            runtime.spawn(update_unfinished_work_loop(Arc::downgrade(&shared), first));
+        }
+        Ok(PriorityQueue { shared, limiter })
+    }
+}
+
+impl<T: Eq + Hash + Clone> PriorityQueue<T> {
+    fn lock(&self) -> MutexGuard<'_, Locked<T>> {
+        lock(&self.shared.state)
+    }
+
+    /// Queues `items` as `opts` says, each merged with its entry if it has one: the earlier
+    /// ready time and the higher priority win. Dropped once shut down.
+    pub fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = T>) {
+        for key in items {
+            let after = if opts.rate_limited {
+                if self.shutting_down() {
+                    return; // upstream checks the flag before it asks the limiter
+                }
+                effective_after(opts.after, Some(self.limiter.when(&key)))
+            } else {
+                opts.after
+            };
+            let mut s = self.lock(); // the core drops the add if shut down meanwhile
+            let outcome = s.add(key, after, opts.priority);
+            let wake_getter = outcome.readied() && s.waiting_getters > 0; // keeps P4
+            drop(s);
+            if wake_getter {
+                self.shared.getters.notify_one();
+            }
+            if outcome.waiting_changed() {
+                self.shared.timer.notify_one(); // keeps P5
+            }
+        }
+    }
+
+    /// A plain add: ready now, priority 0 (or merged, as [`add_with_opts`](Self::add_with_opts)).
+    pub fn add(&self, item: T) {
+        self.add_with_opts(AddOpts::default(), [item]);
+    }
+
+    /// Adds `item` once `after` has passed.
+    pub fn add_after(&self, item: T, after: Duration) {
+        let opts = AddOpts {
+            after,
+            ..AddOpts::default()
+        };
+        self.add_with_opts(opts, [item]);
+    }
+
+    /// Adds `item` after the limiter's delay for it (which records one more failure).
+    pub fn add_rate_limited(&self, item: T) {
+        let opts = AddOpts {
+            rate_limited: true,
+            ..AddOpts::default()
+        };
+        self.add_with_opts(opts, [item]);
+    }
+
+    /// Waits for a key and locks it: the highest priority first, then the one ready first.
+    /// Returns `None` at once after shutdown, even if keys are queued (no drain). Every `Some`
+    /// must be followed by [`done`](Self::done); a [`Claim`] does that for you.
+    pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
+        if let Some(r) = self.lock().get_now() {
+            return r;
+        }
+        let mut waiting = Waiting {
+            shared: &self.shared,
+            counted: false,
+        };
+        loop {
+            let mut notified = pin!(self.shared.getters.notified());
+            {
+                let mut s = self.lock();
+                if waiting.counted {
+                    s.waiting_getters -= 1;
+                    waiting.counted = false;
+                }
+                if let Some(r) = s.get_now() {
+                    return r;
+                }
+                notified.as_mut().enable();
+                s.waiting_getters += 1; // keeps P4: registered before the lock is released
+                waiting.counted = true;
+            }
+            notified.await;
+        }
+    }
+
+    /// [`get_with_priority`](Self::get_with_priority) without the priority.
+    pub async fn get(&self) -> Option<T> {
+        self.get_with_priority().await.map(|(key, _)| key)
+    }
+
+    /// Like [`get_with_priority`](Self::get_with_priority), but the key comes back as a
+    /// [`Claim`] that calls `done` when dropped.
+    pub async fn claim_with_priority(&self) -> Option<(Claim<T, PriorityQueue<T>>, Priority)> {
+        let (key, priority) = self.get_with_priority().await?;
+        Some((Claim::new(self.clone(), key), priority))
+    }
+
+    /// Like [`claim_with_priority`](Self::claim_with_priority), without the priority.
+    pub async fn claim(&self) -> Option<Claim<T, PriorityQueue<T>>> {
+        Some(self.claim_with_priority().await?.0)
+    }
+
+    /// Returns `item` from a worker. An entry added for it while held can now be handed out.
+    pub fn done(&self, item: &T) {
+        let mut s = self.lock();
+        if let Some(m) = &mut s.metrics {
+            m.done(item, Instant::now());
+        }
+        let wake = s.core.done(item) == Done::ReleasedReady && s.waiting_getters > 0;
+        drop(s);
+        if wake {
+            self.shared.getters.notify_one(); // keeps P4
+        }
+    }
+
+    /// Clears `item`'s backoff history. It does **not** release a held item: call `done`.
+    pub fn forget(&self, item: &T) {
+        self.limiter.forget(item);
+    }
+
+    /// How many times `item` was rate-limited since its last `forget`.
+    pub fn num_requeues(&self, item: &T) -> usize {
+        self.limiter.num_requeues(item)
+    }
+
+    /// Stops the queue: getters get `None` at once, adds are dropped, waiting keys are never
+    /// promoted. What is queued is not handed out. Calling it again does nothing.
+    pub fn shut_down(&self) {
+        self.lock().core.shut_down();
+        self.shared.getters.notify_waiters();
+        self.shared.timer.notify_one();
+        self.shared.stopped.notify_waiters();
+    }
+
+    /// The same as [`shut_down`](Self::shut_down): upstream does not drain either ("the
+    /// draining functionality is not used by controller-runtime").
+    pub fn shut_down_with_drain(&self) {
+        self.shut_down();
+    }
+
+    /// Whether the queue is shut down.
+    pub fn shutting_down(&self) -> bool {
+        self.lock().core.shutting_down()
+    }
+
+    /// Ready keys, **including** keys re-added while a worker holds them (upstream's `Len`).
+    /// Keys still waiting for their delay are not counted.
+    pub fn len(&self) -> usize {
+        self.lock().core.len()
+    }
+
+    /// Whether no key is ready.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys waiting for their delay.
+    pub fn waiting_len(&self) -> usize {
+        self.lock().core.waiting_len()
+    }
+
+    /// Keys handed out and not yet done.
+    pub fn locked_len(&self) -> usize {
+        self.lock().core.locked_len()
+    }
+}
+
+/// Promotes due keys and sleeps until the next is due (keeps P5). Holds the queue weakly, so
+/// dropping its last handle ends the task too.
+async fn timer_loop<T: Eq + Hash + Clone>(shared: Weak<Shared<T>>, timer: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let mut guard = lock(&shared.state);
+            let s = &mut *guard;
+            if s.core.shutting_down() {
+                return;
+            }
+            let now = Instant::now();
+            let promoted = match &mut s.metrics {
+                None => s.core.promote_due(now, &mut ()),
+                Some(m) => s.core.promote_due(now, &mut m.at(now)),
+            };
+            let wake = promoted.moved.min(s.waiting_getters);
+            drop(guard);
+            for _ in 0..wake {
+                shared.getters.notify_one(); // keeps P4
+            }
+            promoted.next
+        };
+        let until_next = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = timer.notified() => {}
+            _ = until_next => {}
+        }
+    }
+}
+
+/// Sets the unfinished-work gauges every 500 ms until shutdown (upstream's
+/// `updateUnfinishedWorkLoop`).
+async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(
+    shared: Weak<Shared<T>>,
+    first: Instant,
+) {
+    let mut ticks = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
+    loop {
+        ticks.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let s = lock(&shared.state);
+        if s.core.shutting_down() {
+            return;
+        }
+        if let Some(m) = &s.metrics {
+            m.update_unfinished_work(Instant::now());
+        }
+    }
+}
+
+/// Un-counts a waiting getter whose future is dropped while it waits (keeps P4).
+struct Waiting<'a, T> {
+    shared: &'a Shared<T>,
+    counted: bool,
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        if self.counted {
+            lock(&self.shared.state).waiting_getters -= 1;
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone> Release<T> for PriorityQueue<T> {
+    fn release(&self, item: &T) {
+        self.done(item);
+    }
+}
+
+/// While holding a key from a [`PriorityQueue`], the calls controller-runtime makes before
+/// its deferred `Done`.
+impl<T: Eq + Hash + Clone> Claim<T, PriorityQueue<T>> {
+    /// Clears the key's failure history (a successful reconcile). The key is still held.
+    pub fn forget(&self) {
+        self.queue().forget(self.item());
+    }
+
+    /// Asks for the key again as `opts` says (a requeue, at the request's priority).
+    pub fn add_with_opts(&self, opts: AddOpts) {
+        self.queue().add_with_opts(opts, [self.item().clone()]);
+    }
+
+    /// How many times the key has been rate-limited since its last forget.
+    pub fn num_requeues(&self) -> usize {
+        self.queue().num_requeues(self.item())
+    }
+}
+
+impl<T> std::fmt::Debug for PriorityQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PriorityQueue").finish_non_exhaustive()
+    }
+}

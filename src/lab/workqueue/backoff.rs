@@ -1,0 +1,187 @@
+//! Chapter 02's runs: `forget` without `done`, `done` without `forget`, and the default
+//! controller rate limiter's delays.
+//!
+//! Follows client-go v0.36.3 `util/workqueue/rate_limiting_queue.go` and
+//! `default_rate_limiters.go` (`DefaultTypedControllerRateLimiter`: the maximum of a per-item
+//! exponential limiter, 5 ms doubling to 1000 s, and a shared token bucket of 10 per second with
+//! a burst of 100), which controller-runtime v0.22 uses as its default.
+
+use crate as controlloop;
+
+/// Forget where done was meant: the key never comes back (snapshot
+/// `ch02_forget_without_done`).
+pub fn ch02_forget_without_done() {
+    controlloop::lab::rig::paused(async {
+        // book: ch02_forget_without_done
+        use controlloop::lab::rig::within;
+        use controlloop::workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+        use std::time::Duration;
+        let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+        queue.add("default/web".to_string());
+
+        let key = queue.get().await.unwrap(); // a worker takes the key
+        queue.add_rate_limited(key.clone()); // its reconcile failed: retry with backoff
+        queue.forget(&key); // the wrong call: forget where done was meant
+
+        let num_requeues = queue.num_requeues(&key);
+        for _ in 0..100 {
+            queue.add(key.clone()); // the object changes, a hundred times
+        }
+        let len = queue.len();
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.get().await } // an idle worker waits for work
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let got_within_500ms = waiting.is_finished();
+        // It looks like an idle, healthy queue, and no worker ever sees the key again.
+        assert_eq!((num_requeues, len, got_within_500ms), (0, 0, false));
+
+        queue.done(&key); // only a late done releases it, and the waiting worker takes it
+        let late = within(Duration::from_secs(1), "the get after done", waiting).await;
+        let after_late_done = late.unwrap();
+        assert_eq!(after_late_done.as_deref(), Some("default/web"));
+        #[derive(serde::Serialize)]
+        struct Report {
+            num_requeues_after_forget: usize,
+            len_after_100_adds: usize,
+            get_within_500ms: bool,
+            after_late_done: Option<String>,
+        }
+        let report = Report {
+            num_requeues_after_forget: num_requeues,
+            len_after_100_adds: len,
+            get_within_500ms: got_within_500ms,
+            after_late_done,
+        };
+        controlloop::book::snap::yaml("ch02_forget_without_done", &report, vec![]);
+        // book: end ch02_forget_without_done
+    });
+}
+
+/// The default limiter's delay for failures 1 to 1000 of one key (snapshot
+/// `ch02_default_limiter`).
+pub fn ch02_default_limiter() {
+    controlloop::lab::rig::paused(async {
+        // book: ch02_default_limiter
+        use controlloop::lab::workqueue::human;
+        use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
+        use std::fmt::Write;
+        use std::time::Duration;
+        let limiter = default_controller_rate_limiter();
+        let delays: Vec<Duration> = (0..1000).map(|_| limiter.when(&"default/web")).collect();
+
+        // Failure n waits 5 ms · 2^(n-1), until that passes the ceiling of 1000 s.
+        let ceiling = Duration::from_secs(1000);
+        for (n, delay) in (1u32..).zip(&delays) {
+            let doubled = Duration::from_millis(5).saturating_mul(1 << (n - 1).min(31));
+            assert_eq!(*delay, doubled.min(ceiling), "failure {n}");
+        }
+        let first_at_ceiling = delays.iter().position(|d| *d == ceiling).unwrap() + 1;
+        assert_eq!(first_at_ceiling, 19);
+        assert_eq!(limiter.num_requeues(&"default/web"), 1000);
+        let mut table = format!(
+            "{:>7}  delay (controller-runtime v0.22 default)\n",
+            "failure"
+        );
+        for n in [1, 2, 18, first_at_ceiling, 1000] {
+            writeln!(table, "{n:>7}  {}", human(delays[n - 1])).unwrap();
+        }
+        controlloop::book::snap::text("ch02_default_limiter", table);
+        // book: end ch02_default_limiter
+    });
+}
+
+/// The first failure of 120 fresh keys, back to back: the shared bucket (snapshot
+/// `ch02_bucket`).
+pub fn ch02_bucket() {
+    controlloop::lab::rig::paused(async {
+        // book: ch02_bucket
+        use controlloop::lab::workqueue::human;
+        use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
+        use std::fmt::Write;
+        use std::time::Duration;
+        let limiter = default_controller_rate_limiter();
+        let keys: Vec<String> = (1..=120).map(|i| format!("default/obj-{i:03}")).collect();
+        let delays: Vec<Duration> = keys.iter().map(|key| limiter.when(key)).collect();
+
+        // Keys 1-100 spend the burst and wait only their own 5 ms; from key 101 on, each waits one
+        // token's refill (1/10 s) longer than the key before it.
+        for (i, delay) in (1u64..).zip(&delays) {
+            let bucket = Duration::from_millis(100 * i.saturating_sub(100));
+            assert_eq!(*delay, bucket.max(Duration::from_millis(5)), "key {i}");
+        }
+        let mut table = format!("{:>3}  delay\n", "key");
+        for i in [1, 100, 101, 102, 120] {
+            writeln!(table, "{i:>3}  {}", human(delays[i - 1])).unwrap();
+        }
+        controlloop::book::snap::text("ch02_bucket", table);
+        // book: end ch02_bucket
+    });
+}
+
+/// A success without forget carries the failures forward into the next failure's backoff
+/// (snapshot `ch02_done_without_forget`).
+pub fn ch02_done_without_forget() {
+    controlloop::lab::rig::paused(async {
+        // book: ch02_done_without_forget
+        use controlloop::lab::rig::within;
+        use controlloop::lab::workqueue::human;
+        use controlloop::workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+        use std::time::Duration;
+        use tokio::time::Instant;
+        const DAY: Duration = Duration::from_secs(24 * 3600);
+
+        // A hand-written worker loop for one object, with or without `forget` after a success.
+        async fn run(forget_on_success: bool) -> (usize, Duration) {
+            let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+            let next = || within(DAY, "the requeued key", queue.claim());
+            queue.add("default/web");
+
+            // A dependency is down: twelve reconciles in a row fail, and each requeues with backoff.
+            let mut last = Instant::now();
+            for n in 1..=12 {
+                let claim = next().await.unwrap();
+                if n > 1 {
+                    assert_eq!(last.elapsed(), Duration::from_millis(5 << (n - 2))); // doubles
+                }
+                last = Instant::now();
+                claim.add_rate_limited(); // dropping the claim at the end of the loop is `done`
+            }
+            // The dependency is back: the thirteenth reconcile succeeds.
+            let claim = next().await.unwrap();
+            if forget_on_success {
+                claim.forget();
+            }
+            drop(claim); // done
+            let failures_kept = queue.num_requeues(&"default/web");
+
+            // A day later the object changes, and its reconcile fails once.
+            tokio::time::sleep(DAY).await;
+            queue.add("default/web");
+            let claim = next().await.unwrap();
+            claim.add_rate_limited();
+            drop(claim);
+            let failed = Instant::now();
+            let _retry = next().await.unwrap();
+            (failures_kept, failed.elapsed())
+        }
+
+        let without_forget = run(false).await;
+        let with_forget = run(true).await;
+        // Without forget the success kept all twelve failures, and the next one, a day later, waits
+        // as the thirteenth in a row would: 5 ms · 2^12. With forget it waits the base 5 ms.
+        assert_eq!(without_forget, (12, Duration::from_millis(5 << 12)));
+        assert_eq!(with_forget, (0, Duration::from_millis(5)));
+        let mut table =
+            String::from("after a success          failures kept  next failure waits\n");
+        for (name, (kept, wait)) in [
+            ("done, no forget", without_forget),
+            ("done and forget", with_forget),
+        ] {
+            table.push_str(&format!("{name:<24} {kept:>13}  {}\n", human(wait)));
+        }
+        controlloop::book::snap::text("ch02_done_without_forget", table);
+        // book: end ch02_done_without_forget
+    });
+}
