@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use controlloop::controller::Release;
 use controlloop::lab::kube_runtime::{
     Log, Runtime,
     ch11::retry_delays,
@@ -12,25 +13,36 @@ use controlloop::lab::kube_runtime::{
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// controller-runtime's `RequeueAfter` is a timer of its own; kube-runtime's scheduler keeps
-/// one slot per object and the earlier request wins.
+const V0_22: Runtime = Runtime::Controlloop(Release::V0_22);
+const V0_24: Runtime = Runtime::Controlloop(Release::V0_24);
+
+/// On client-go's delaying queue `RequeueAfter` is a timer of its own; kube-runtime's scheduler
+/// keeps one slot per object and the earlier request wins. controller-runtime v0.24's
+/// priority queue keeps the earlier too: the v0.24 controller does one or the other,
+/// whichever queue the port builds for it.
 #[test]
-fn a_trigger_replaces_a_pending_requeue_only_on_kube_runtime() {
+fn a_trigger_replaces_a_pending_requeue_on_kube_runtime_and_not_on_client_gos_queue() {
     let once = semantics::requeue_pending(false);
-    assert_eq!(once.times(Runtime::Controlloop, SEC), [0, 1, 10]);
+    assert_eq!(once.times(V0_22, SEC), [0, 1, 10]);
     assert_eq!(once.times(Runtime::KubeRuntime, SEC), [0, 1]);
+    let v0_24 = once.times(V0_24, SEC);
+    assert!(v0_24 == [0, 1, 10] || v0_24 == [0, 1], "{v0_24:?}");
     let always = semantics::requeue_pending(true);
-    assert_eq!(always.times(Runtime::Controlloop, SEC), [0, 1, 10, 20]);
+    assert_eq!(always.times(V0_22, SEC), [0, 1, 10, 20]);
     assert_eq!(always.times(Runtime::KubeRuntime, SEC), [0, 1, 11, 21]);
+    let v0_24 = always.times(V0_24, SEC);
+    assert!(
+        v0_24 == [0, 1, 10, 20] || v0_24 == [0, 1, 11, 21],
+        "{v0_24:?}"
+    );
 }
 
 #[test]
 fn errors_double_per_key_on_ours_and_repeat_a_fixed_delay_on_kube_runtime() {
     let log = semantics::error_backoff(4);
-    assert_eq!(
-        retry_delays(&log, Runtime::Controlloop, "run"),
-        [5, 10, 20, 40]
-    );
+    for ours in [V0_22, V0_24] {
+        assert_eq!(retry_delays(&log, ours, "run"), [5, 10, 20, 40], "{ours:?}");
+    }
     assert_eq!(
         retry_delays(&log, Runtime::KubeRuntime, "run"),
         [5, 5, 5, 5]
@@ -44,13 +56,20 @@ fn errors_double_per_key_on_ours_and_repeat_a_fixed_delay_on_kube_runtime() {
 #[test]
 fn a_deleted_object_is_reconciled_by_ours_and_ends_as_object_not_found_on_kube_runtime() {
     let log = semantics::deleted();
+    // client-go's queue: the Delete's add now, and the waiting requeue at 5 s.
     assert_eq!(
-        log.notes(Runtime::Controlloop),
+        log.notes(V0_22),
         [
             "controlloop-burst = 0",
             "controlloop-burst gone",
             "controlloop-burst gone"
         ]
+    );
+    // v0.24: the same, or (priority queue: the earlier time wins) the Delete's add alone.
+    let v0_24 = log.notes(V0_24);
+    assert!(
+        v0_24[..2] == log.notes(V0_22)[..2] && v0_24.len() <= 3,
+        "{v0_24:?}"
     );
     let kube = log.notes(Runtime::KubeRuntime);
     assert_eq!(kube.len(), 2, "{kube:?}");
@@ -69,7 +88,7 @@ fn a_delete_in_a_relist_gap_is_a_tombstone_on_ours_and_silence_on_kube_runtime()
             .map(|(_, n)| n)
             .collect()
     };
-    assert!(after(Runtime::Controlloop).contains(&"controlloop-burst gone".to_owned()));
+    assert!(after(Runtime::ours()).contains(&"controlloop-burst gone".to_owned()));
     let kube = after(Runtime::KubeRuntime);
     assert!(kube.contains(&"survivor = 0".to_owned()), "{kube:?}");
     assert!(
@@ -98,7 +117,7 @@ fn only_a_requeue_with_a_live_read_sees_the_silent_write() {
 #[test]
 fn both_generation_predicates_drop_status_writes() {
     let s = drift::status_storm(5);
-    for rt in Runtime::BOTH {
+    for rt in Runtime::both() {
         assert_eq!(s.count(rt, "generation"), 2, "{rt:?}");
         assert_eq!(s.count(rt, "no predicate"), 12, "{rt:?}");
     }
@@ -107,9 +126,11 @@ fn both_generation_predicates_drop_status_writes() {
 #[test]
 fn a_log_counts_each_runtimes_notes_separately() {
     let log = Log::new();
-    assert_eq!(log.record(Runtime::Controlloop, "a"), 1);
+    assert_eq!(log.record(V0_24, "a"), 1);
     assert_eq!(log.record(Runtime::KubeRuntime, "a"), 1);
-    assert_eq!(log.record(Runtime::Controlloop, "b"), 1);
-    assert_eq!(log.record(Runtime::Controlloop, "a"), 2);
-    assert_eq!(log.notes(Runtime::Controlloop), ["a", "b", "a"]);
+    assert_eq!(log.record(V0_24, "b"), 1);
+    assert_eq!(log.record(V0_24, "a"), 2);
+    assert_eq!(log.record(V0_22, "a"), 1);
+    assert_eq!(log.notes(V0_24), ["a", "b", "a"]);
+    assert_eq!(log.runtimes(), [V0_22, V0_24, Runtime::KubeRuntime]);
 }

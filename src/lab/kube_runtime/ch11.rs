@@ -13,6 +13,7 @@ use super::{
 };
 use crate::{
     book::{measured, snap},
+    controller::Release,
     lab::burst::{
         self, Clock, Params, Report, report_millis,
         sweeps::{Sweep, check_claims, expected_reconciles},
@@ -323,10 +324,10 @@ pub fn status_storm_text(s: &StatusStorm) -> String {
         "{} status writes and 1 spec change to one Widget\n",
         s.status_writes
     );
-    for rt in Runtime::BOTH {
+    for rt in Runtime::both() {
         let _ = writeln!(
             out,
-            "{:<12}  generation predicate: {:>3} reconciles   no predicate: {:>3}",
+            "{:<17}  generation predicate: {:>3} reconciles   no predicate: {:>3}",
             rt.name(),
             s.count(rt, "generation"),
             s.count(rt, "no predicate")
@@ -375,15 +376,16 @@ pub fn retry_delays(log: &Log, runtime: Runtime, note: &str) -> Vec<u64> {
 
 /// The backoff run, as printed.
 pub fn backoff_text(log: &Log) -> String {
-    format!(
-        "six failures, then success; delay before each retry (ms):\n\
-         controlloop                    {:?}\n\
-         kube-runtime, error_policy     {:?}\n\
-         kube-runtime, user-built       {:?}\n",
-        retry_delays(log, Runtime::Controlloop, "run"),
-        retry_delays(log, Runtime::KubeRuntime, "run"),
-        retry_delays(log, Runtime::KubeRuntime, "built: run"),
-    )
+    let mut out = String::from("six failures, then success; delay before each retry (ms):\n");
+    for release in Release::ALL {
+        let rt = Runtime::Controlloop(release);
+        let _ = writeln!(out, "{:<30} {:?}", rt.name(), retry_delays(log, rt, "run"));
+    }
+    for (label, note) in [("error_policy", "run"), ("user-built", "built: run")] {
+        let delays = retry_delays(log, Runtime::KubeRuntime, note);
+        let _ = writeln!(out, "{:<30} {delays:?}", format!("kube-runtime, {label}"));
+    }
+    out
 }
 
 /// The error-backoff run; snapshot `ch11_error_backoff`.
@@ -405,7 +407,7 @@ pub fn deleted() -> Log {
 /// it reconciles objects due at the same instant is not fixed: its maps use random hashing).
 pub fn relist_gap_text(g: &RelistGap) -> String {
     let mut out = format!("relists after the 410: {}\n", g.relists);
-    for rt in Runtime::BOTH {
+    for rt in Runtime::both() {
         let (before, after): (Vec<_>, Vec<_>) =
             g.log.entries(rt).into_iter().partition(|(t, _)| *t < SEC);
         let notes = |v: Vec<(Duration, String)>| {
@@ -415,7 +417,7 @@ pub fn relist_gap_text(g: &RelistGap) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<12}  before: {}\n{:<12}  after:  {}",
+            "{:<17}  before: {}\n{:<17}  after:  {}",
             rt.name(),
             notes(before),
             "",
@@ -456,27 +458,27 @@ pub fn waiters_text(w: &Waiters) -> String {
     )
 }
 
-/// Writes at sub-millisecond offsets under the paused clock; snapshot `ch11_scheduler_ms`.
+/// Writes at sub-millisecond offsets under the paused clock, this crate's controller at each
+/// release; snapshot `ch11_scheduler_ms`.
 pub fn rounding() -> Vec<Rounding> {
-    let rows = findings::rounding(&[0, 250, 500, 999]);
+    let rows = findings::rounding(&[0, 250, 500, 999], &Release::ALL);
     snap::text("ch11_scheduler_ms", rounding_text(&rows));
     rows
 }
 
-/// The rounding rows, as printed.
+/// The rounding rows, as printed (one column per release raced, then kube-runtime).
 pub fn rounding_text(rows: &[Rounding]) -> String {
-    let mut out = format!(
-        "{:>16} {:>20} {:>20}\n",
-        "write at (µs)", "controlloop (µs)", "kube-runtime (µs)"
-    );
+    let mut out = format!("{:>16}", "write at (µs)");
+    for (release, _) in rows.first().map_or(&[][..], |r| &r.controlloop_us[..]) {
+        let _ = write!(out, " {:>22}", format!("controlloop {release} (µs)"));
+    }
+    let _ = writeln!(out, " {:>20}", "kube-runtime (µs)");
     for r in rows {
-        let _ = writeln!(
-            out,
-            "{:>16} {:>20} {:>20}",
-            format!("k ms + {}", r.offset_us),
-            r.controlloop_us,
-            r.kube_runtime_us
-        );
+        let _ = write!(out, "{:>16}", format!("k ms + {}", r.offset_us));
+        for (_, us) in &r.controlloop_us {
+            let _ = write!(out, " {us:>22}");
+        }
+        let _ = writeln!(out, " {:>20}", r.kube_runtime_us);
     }
     out
 }
@@ -493,7 +495,7 @@ pub fn percentile_ms(values: &[u64], p: f64) -> f64 {
 /// server; snapshot `ch11_latency_real` (the band of the median gap), and this run's figures.
 pub fn latency_real(writes: usize) -> Vec<Rounding> {
     let rows = findings::real_latencies(writes);
-    let ours: Vec<u64> = rows.iter().map(|r| r.controlloop_us).collect();
+    let ours: Vec<u64> = rows.iter().map(|r| r.controlloop_us[0].1).collect();
     let kube: Vec<u64> = rows.iter().map(|r| r.kube_runtime_us).collect();
     let gap = round3(percentile_ms(&kube, 0.5) - percentile_ms(&ours, 0.5));
     snap::text(

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::{
     book::snap,
+    controller::Release,
     lab::burst::{
         self, Clock, Params, Report,
         sweeps::{Sweep, check_claims},
@@ -42,6 +43,15 @@ fn storm_cell(r: &Report) -> String {
         r.reconciles,
         r.final_observed.map_or("none".into(), |v| v.to_string())
     )
+}
+
+/// A cell for this crate's controller at each release: `v0.22: …; v0.24: …`.
+fn per_release(cell: impl Fn(Runtime) -> String) -> String {
+    let cells: Vec<String> = Release::ALL
+        .iter()
+        .map(|&r| format!("{r}: {}", cell(Runtime::Controlloop(r))))
+        .collect();
+    cells.join("; ")
 }
 
 /// Runs every virtual-time experiment the table needs and builds its rows.
@@ -125,26 +135,29 @@ pub fn rows() -> Vec<Row> {
     });
 
     let log = semantics::error_backoff(6);
-    let (cl, kr) = (
-        retry_delays(&log, Runtime::Controlloop, "run"),
-        retry_delays(&log, Runtime::KubeRuntime, "run"),
-    );
+    let kr = retry_delays(&log, Runtime::KubeRuntime, "run");
     rows.push(Row {
         claim: "Errors back off per key, doubling until forget (02)",
-        controlloop: format!("retries after {cl:?} ms"),
+        controlloop: per_release(|rt| {
+            format!("retries after {:?} ms", retry_delays(&log, rt, "run"))
+        }),
         kube_runtime: format!("error_policy: retries after {kr:?} ms; no Forget, no Done"),
-        carries_over: cl == kr,
+        carries_over: Release::ALL
+            .iter()
+            .all(|&r| retry_delays(&log, Runtime::Controlloop(r), "run") == kr),
         evidence: "ch11_error_backoff",
     });
 
     let once = semantics::requeue_pending(false);
     let secs = |rt| once.times(rt, Duration::from_secs(1));
-    let (cl, kr) = (secs(Runtime::Controlloop), secs(Runtime::KubeRuntime));
+    let kr = secs(Runtime::KubeRuntime);
     rows.push(Row {
-        claim: "A pending requeue_after still fires after a new trigger (04)",
-        controlloop: format!("reconciles at {cl:?} s"),
-        kube_runtime: format!("reconciles at {kr:?} s: the trigger replaced the requeue"),
-        carries_over: cl == kr,
+        claim: "A new trigger leaves a pending requeue_after in place (04)",
+        controlloop: per_release(|rt| format!("reconciles at {:?} s", secs(rt))),
+        kube_runtime: format!("reconciles at {kr:?} s"),
+        carries_over: Release::ALL
+            .iter()
+            .all(|&r| secs(Runtime::Controlloop(r)) == kr),
         evidence: "ch11_requeue",
     });
 
@@ -189,12 +202,12 @@ pub fn rows() -> Vec<Row> {
     };
     rows.push(Row {
         claim: "A generation predicate drops status-only updates (04, 08)",
-        controlloop: format!("GenerationChanged: {}", passes(Runtime::Controlloop)),
+        controlloop: format!("GenerationChanged: {}", passes(Runtime::ours())),
         kube_runtime: format!(
             "predicate_filter(generation): {}",
             passes(Runtime::KubeRuntime)
         ),
-        carries_over: storm.count(Runtime::Controlloop, "generation")
+        carries_over: storm.count(Runtime::ours(), "generation")
             == storm.count(Runtime::KubeRuntime, "generation"),
         evidence: "ch11_status_storm",
     });
@@ -203,12 +216,15 @@ pub fn rows() -> Vec<Row> {
     let gone = |rt| del.notes(rt).iter().filter(|n| n.ends_with("gone")).count();
     rows.push(Row {
         claim: "A deleted object is reconciled once more, and finds nothing (controller-runtime)",
-        controlloop: format!("{} reconciles found it gone", gone(Runtime::Controlloop)),
+        controlloop: per_release(|rt| format!("{} reconciles found it gone", gone(rt))),
         kube_runtime: format!(
             "{} reconciles; its pending requeue ends as ObjectNotFound",
             gone(Runtime::KubeRuntime)
         ),
-        carries_over: gone(Runtime::Controlloop) > 0 && gone(Runtime::KubeRuntime) > 0,
+        carries_over: gone(Runtime::KubeRuntime) > 0
+            && Release::ALL
+                .iter()
+                .all(|&r| gone(Runtime::Controlloop(r)) > 0),
         evidence: "ch11_deleted",
     });
 
@@ -220,7 +236,7 @@ pub fn rows() -> Vec<Row> {
             .any(|(t, n)| *t >= Duration::from_secs(1) && n.ends_with("gone"))
     };
     let (cl, kr) = (
-        after_gone(Runtime::Controlloop),
+        after_gone(Runtime::ours()),
         after_gone(Runtime::KubeRuntime),
     );
     let said = |b: bool| {

@@ -101,6 +101,7 @@ pub fn color(w: &Widget) -> String {
 /// Runs the drift timeline against a kube-runtime controller built with `remedy`.
 pub fn kube_runtime(remedy: Remedy) -> Drift {
     rig::paused(async move {
+        // book: ch11_drift_kube
         let t0 = Instant::now();
         let cluster = Cluster::new(ServerOptions::default());
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
@@ -149,6 +150,7 @@ pub fn kube_runtime(remedy: Remedy) -> Drift {
         );
         let requests_at_10_20_30h = script(&cluster, &api, t0).await;
         running.abort();
+        // book: end ch11_drift_kube
         let reads = reads.lock().clone();
         Drift {
             reconciles: reads.len(),
@@ -250,6 +252,7 @@ impl StatusStorm {
 /// Reconciles cost nothing, so no two events collapse.
 pub fn status_storm(n: usize) -> StatusStorm {
     rig::paused(async move {
+        // book: ch11_status_storm
         let cluster = Cluster::new(ServerOptions::default());
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         let spec = WidgetSpec {
@@ -275,7 +278,7 @@ pub fn status_storm(n: usize) -> StatusStorm {
             }
             let c = builder
                 .build(&informer, move |_req: Request, _ctx: Context<Widget>| {
-                    seen.record(Runtime::Controlloop, note);
+                    seen.record(Runtime::ours(), note);
                     async { Ok(ReconcileResult::done()) }
                 })
                 .expect("controller");
@@ -334,6 +337,7 @@ pub fn status_storm(n: usize) -> StatusStorm {
             k.abort();
         }
         informing.abort();
+        // book: end ch11_status_storm
         StatusStorm {
             log,
             status_writes: 2 * n,

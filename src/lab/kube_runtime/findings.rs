@@ -25,21 +25,19 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    ResourceExt,
-    runtime::{
-        Controller as KubeController,
-        controller::Action,
-        reflector::{self, reflector},
-        watcher::{self, watcher},
-    },
+use kube::runtime::{
+    Controller as KubeController,
+    controller::Action,
+    reflector::{self, reflector},
+    watcher::{self, watcher},
 };
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::semantics::start;
 use crate::{
-    controller::{Context, Controller, Request, Result as ReconcileResult},
-    lab::rig::{self, Backend, Fixture, OBJECT, value_of, within},
+    controller::{Context, Controller, Release, Request, Result as ReconcileResult},
+    lab::rig::{self, Backend, Fixture, OBJECT, value_of},
 };
 
 /// How many of `n` waiters on one store woke after it became ready.
@@ -77,6 +75,7 @@ impl Waiters {
 /// in-process server under the paused clock; counts who woke after the initial list.
 pub fn waiters(n: usize) -> Waiters {
     rig::paused(async move {
+        // book: ch11_waiters
         let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
         fixture.target.create(OBJECT, 0).await.expect("create");
         let kube_woken = Arc::new(AtomicUsize::new(0));
@@ -110,6 +109,7 @@ pub fn waiters(n: usize) -> Waiters {
             "the kube-runtime store never listed the object"
         );
         assert!(fixture.informer.has_synced(), "the informer never synced");
+        // book: end ch11_waiters
         let report = Waiters {
             waiting: n,
             kube_runtime_woken: kube_woken.load(Ordering::SeqCst),
@@ -123,114 +123,127 @@ pub fn waiters(n: usize) -> Waiters {
 
 /// One write at a sub-millisecond offset, and how long each controller took to start the
 /// reconcile it caused (virtual time: exact).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Rounding {
     /// How far into a millisecond the write was sent, in µs.
     pub offset_us: u64,
-    /// Write sent → this crate's reconcile started, in µs.
-    pub controlloop_us: u64,
+    /// Write sent → this crate's reconcile started, in µs, per release raced (in the order
+    /// given).
+    pub controlloop_us: Vec<(Release, u64)>,
     /// Write sent → kube-runtime's reconcile started, in µs.
     pub kube_runtime_us: u64,
 }
 
-/// Reconcile starts, by value, as one controller saw them.
-type Starts = Arc<Mutex<Vec<(u64, Instant)>>>;
+/// When one controller's reconciles started, by the value each read.
+#[derive(Clone, Default)]
+pub struct Starts(Arc<Mutex<Vec<(u64, Instant)>>>);
 
-/// Both controllers watch one object on one in-process server (paused clock); for each
-/// offset, the clock is moved to that many µs past a whole millisecond and one write is sent.
-pub fn rounding(offsets_us: &[u64]) -> Vec<Rounding> {
-    let plan: Vec<Option<u64>> = offsets_us.iter().map(|&o| Some(o)).collect();
-    rig::paused(race(plan))
+impl Starts {
+    /// Notes that a reconcile reading `value` starts now.
+    pub fn note(&self, value: u64) {
+        self.0.lock().push((value, Instant::now()));
+    }
+    /// When the first reconcile that read `value` started.
+    pub fn of(&self, value: u64) -> Option<Instant> {
+        let starts = self.0.lock();
+        starts.iter().find(|(v, _)| *v == value).map(|(_, at)| *at)
+    }
 }
 
-/// The same race under the real clock: `writes` sequential writes, 2 ms apart, each timed
-/// from the moment it is sent to the start of each controller's reconcile (offsets are 0:
-/// the real clock lands wherever it lands).
+/// This crate's controller at each of `releases` and kube-runtime's watch one object on one
+/// in-process server (paused clock); for each offset, the clock is moved to that many µs past
+/// a whole millisecond and one write is sent.
+pub fn rounding(offsets_us: &[u64], releases: &[Release]) -> Vec<Rounding> {
+    let plan: Vec<Option<u64>> = offsets_us.iter().map(|&o| Some(o)).collect();
+    rig::paused(race(plan, releases))
+}
+
+/// The same race under the real clock, this crate's controller at its default release:
+/// `writes` sequential writes, 2 ms apart, each timed from the moment it is sent to the start
+/// of each controller's reconcile (offsets are 0: the real clock lands wherever it lands).
 pub fn real_latencies(writes: usize) -> Vec<Rounding> {
-    rig::real(race(vec![None; writes]))
+    rig::real(race(vec![None; writes], &[Release::default()]))
 }
 
 /// One write per entry of `plan`: `Some(offset)` stands `offset` µs past a whole millisecond
 /// first (paused clock only); `None` just writes.
-async fn race(plan: Vec<Option<u64>>) -> Vec<Rounding> {
-    {
-        let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
-        fixture.target.create(OBJECT, 0).await.expect("create");
-        let (ours, kube): (Starts, Starts) = Default::default();
+pub async fn race(plan: Vec<Option<u64>>, releases: &[Release]) -> Vec<Rounding> {
+    // book: ch11_race
+    let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
+    fixture.target.create(OBJECT, 0).await.expect("create");
 
-        // This crate's controller: the reconciler notes when it started, and on which value.
-        let seen = ours.clone();
-        let controller = Controller::builder("latency")
-            .build(
-                &fixture.informer,
-                move |req: Request, ctx: Context<ConfigMap>| {
-                    if let Some(v) = ctx.get(&req).and_then(|cm| value_of(&cm)) {
-                        seen.lock().push((v, Instant::now()));
-                    }
-                    async { Ok(ReconcileResult::done()) }
-                },
-            )
-            .expect("controller");
-        fixture.run_informer();
-        let c = controller.clone();
-        let ours_task = tokio::spawn(async move { c.run(futures::future::pending()).await });
-
-        // kube-runtime's, the same.
-        let seen = kube.clone();
-        let kube_task = tokio::spawn(
-            KubeController::new(fixture.target.api(), watcher::Config::default())
-                .run(
-                    move |cm: Arc<ConfigMap>, _: Arc<()>| {
-                        if cm.name_any() == OBJECT
-                            && let Some(v) = value_of(&cm)
-                        {
-                            seen.lock().push((v, Instant::now()));
-                        }
-                        async { Ok::<_, Infallible>(Action::await_change()) }
-                    },
-                    |_, _, _| Action::await_change(),
-                    Arc::new(()),
-                )
-                .for_each(|_| async {}),
-        );
-        let api = fixture.target.api();
-        let mut rows = vec![];
-        for (i, offset) in plan.iter().enumerate() {
-            let value = i as u64 + 1;
-            // Settle; then, on a paused clock, stand exactly `offset` µs past a whole
-            // millisecond (every sleep of a paused clock ends on a whole millisecond).
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            if let Some(offset) = offset {
-                tokio::time::advance(Duration::from_micros(*offset)).await;
+    // This crate's controller, at each release: the reconciler notes when it started.
+    let ours: Vec<Starts> = releases.iter().map(|_| Starts::default()).collect();
+    let mut controllers = vec![];
+    for (&release, seen) in releases.iter().zip(&ours) {
+        let seen = seen.clone();
+        let reconcile = move |req: Request, ctx: Context<ConfigMap>| {
+            if let Some(v) = ctx.get(&req).and_then(|cm| value_of(&cm)) {
+                seen.note(v);
             }
-            let sent = Instant::now();
-            rig::set_value(&api, OBJECT, value).await.expect("write");
-            let started = |starts: &Starts| {
-                starts
-                    .lock()
-                    .iter()
-                    .find(|(v, _)| *v == value)
-                    .map(|(_, at)| *at)
-            };
-            rig::settle(
-                Duration::from_secs(5),
-                Duration::ZERO,
-                "a reconcile of each controller for the write (watch or scheduler stalled?)",
-                || started(&ours).is_some() && started(&kube).is_some(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-            let us = |at: Instant| (at - sent).as_micros() as u64;
-            rows.push(Rounding {
-                offset_us: offset.unwrap_or(0),
-                controlloop_us: us(started(&ours).expect("ours started")),
-                kube_runtime_us: us(started(&kube).expect("kube started")),
-            });
-        }
-        controller.shutdown();
-        let _ = within(Duration::from_secs(10), "controller shutdown", ours_task).await;
-        kube_task.abort();
-        fixture.stop().await;
-        rows
+            async { Ok(ReconcileResult::done()) }
+        };
+        let controller = Controller::builder("latency").release(release);
+        controllers.push(
+            controller
+                .build(&fixture.informer, reconcile)
+                .expect("controller"),
+        );
     }
+    start(&mut fixture, &controllers);
+
+    // kube-runtime's, the same.
+    let kube = Starts::default();
+    let seen = kube.clone();
+    let kube_task = tokio::spawn(
+        KubeController::new(fixture.target.api(), watcher::Config::default())
+            .run(
+                move |cm: Arc<ConfigMap>, _: Arc<()>| {
+                    if let Some(v) = value_of(&cm) {
+                        seen.note(v);
+                    }
+                    async { Ok::<_, Infallible>(Action::await_change()) }
+                },
+                |_, _, _| Action::await_change(),
+                Arc::new(()),
+            )
+            .for_each(|_| async {}),
+    );
+
+    let api = fixture.target.api();
+    let mut rows = vec![];
+    for (i, offset) in plan.iter().enumerate() {
+        let value = i as u64 + 1;
+        tokio::time::sleep(Duration::from_millis(2)).await; // settle; ends on a whole ms
+        if let Some(offset) = offset {
+            tokio::time::advance(Duration::from_micros(*offset)).await; // paused clock only
+        }
+        let sent = Instant::now();
+        rig::set_value(&api, OBJECT, value).await.expect("write");
+        rig::settle(
+            Duration::from_secs(5),
+            Duration::ZERO,
+            "a reconcile of each controller for the write (watch or scheduler stalled?)",
+            || ours.iter().chain([&kube]).all(|s| s.of(value).is_some()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let us = |s: &Starts| (s.of(value).expect("started") - sent).as_micros() as u64;
+        rows.push(Rounding {
+            offset_us: offset.unwrap_or(0),
+            controlloop_us: releases
+                .iter()
+                .zip(&ours)
+                .map(|(r, s)| (*r, us(s)))
+                .collect(),
+            kube_runtime_us: us(&kube),
+        });
+    }
+    for c in &controllers {
+        c.shutdown();
+    }
+    kube_task.abort();
+    fixture.stop().await;
+    // book: end ch11_race
+    rows
 }

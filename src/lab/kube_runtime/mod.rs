@@ -56,24 +56,35 @@ use kube::runtime::controller;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use crate::controller::Release;
+
 /// Which controller a [`Log`] entry comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Runtime {
-    /// This crate's `Controller` (controller-runtime v0.22 on client-go v0.36).
-    Controlloop,
+    /// This crate's `Controller` (client-go v0.36) following this controller-runtime release.
+    Controlloop(Release),
     /// kube-runtime 5.0.0's `Controller`.
     KubeRuntime,
 }
 
 impl Runtime {
-    /// Both, in the order tables print them.
-    pub const BOTH: [Runtime; 2] = [Runtime::Controlloop, Runtime::KubeRuntime];
+    /// This crate's controller at its default release (the one an experiment gets when the
+    /// queue does not decide its result).
+    pub fn ours() -> Runtime {
+        Runtime::Controlloop(Release::default())
+    }
 
-    /// The name a table prints.
-    pub fn name(self) -> &'static str {
+    /// Ours at the default release, then kube-runtime: the two an experiment compares when the
+    /// release does not matter.
+    pub fn both() -> [Runtime; 2] {
+        [Runtime::ours(), Runtime::KubeRuntime]
+    }
+
+    /// The name a table prints: `controlloop v0.24`, `kube-runtime`.
+    pub fn name(self) -> String {
         match self {
-            Runtime::Controlloop => "controlloop",
-            Runtime::KubeRuntime => "kube-runtime",
+            Runtime::Controlloop(release) => format!("controlloop {release}"),
+            Runtime::KubeRuntime => "kube-runtime".to_owned(),
         }
     }
 }
@@ -134,10 +145,19 @@ impl Log {
         self.entries(runtime).into_iter().map(|(_, n)| n).collect()
     }
 
+    /// The runtimes that noted anything, in table order (this crate's releases, oldest first,
+    /// then kube-runtime).
+    pub fn runtimes(&self) -> Vec<Runtime> {
+        let mut v: Vec<Runtime> = self.entries.lock().iter().map(|(r, _, _)| *r).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// One line per runtime: `name  at: note | at: note …`, times in `unit`s with `suffix`.
     pub fn render(&self, unit: Duration, suffix: &str) -> String {
         let mut out = String::new();
-        for rt in Runtime::BOTH {
+        for rt in self.runtimes() {
             let items: Vec<String> = self
                 .entries(rt)
                 .iter()
@@ -146,7 +166,7 @@ impl Log {
                     format!("{}{suffix} {what}", trim(t))
                 })
                 .collect();
-            let _ = writeln!(out, "{:<12}  {}", rt.name(), items.join(" | "));
+            let _ = writeln!(out, "{:<17}  {}", rt.name(), items.join(" | "));
         }
         out
     }

@@ -2,10 +2,14 @@
 //! clock: each function starts this crate's `Controller` and kube-runtime's on the same
 //! ConfigMap(s), scripts the same writes, and returns the [`Log`] of what each reconciler did.
 //!
-//! controller-runtime v0.22 (`pkg/internal/controller/controller.go`) turns a result into queue
-//! calls: `requeue_after` is `forget` + `add_after` on client-go's delaying queue, which keeps
-//! a waiting entry until its time even when the key is added again meanwhile; an error is
-//! `add_rate_limited`, whose delay doubles per failure of that key until `forget`. kube-runtime
+//! controller-runtime (`pkg/internal/controller/controller.go`, v0.22.5 and v0.24.1) turns a
+//! result into queue calls: `requeue_after` is `forget` + `add_after`; an error is
+//! `add_rate_limited`, whose delay doubles per failure of that key until `forget`. What a
+//! later `add` does to a waiting `add_after` is the queue's to decide: client-go's delaying
+//! queue keeps the waiting entry until its time; controller-runtime v0.24.1's priority queue
+//! (its default, `pkg/controller/priorityqueue/priorityqueue.go`) keeps one entry per key and
+//! the earlier time. So every run here whose result depends on the queue runs this crate's
+//! controller at each [`Release`], logged as `Runtime::Controlloop(release)`. kube-runtime
 //! 5.0.0 (`controller/mod.rs`, `scheduler.rs`) sends every request — a watch trigger or the
 //! `Action` a reconcile returned — to one scheduler that keeps **one slot per object**: the
 //! earlier request wins and replaces the later one. An error is handed to `error_policy`,
@@ -23,7 +27,7 @@ use parking_lot::Mutex;
 
 use super::{Log, Runtime};
 use crate::{
-    controller::{Context, Controller, Error, Request, Result as ReconcileResult},
+    controller::{Context, Controller, Error, Release, Request, Result as ReconcileResult},
     lab::rig::{self, Backend, Fixture, OBJECT, value_of},
 };
 
@@ -46,48 +50,58 @@ pub async fn fixture(others: &[&str]) -> Fixture {
     fixture
 }
 
-/// Runs this crate's controller (and its informer) in a task.
-pub fn start(fixture: &mut Fixture, controller: &Controller<ConfigMap>) {
+/// Runs this crate's controllers (and their informer), each in a task.
+pub fn start(fixture: &mut Fixture, controllers: &[Controller<ConfigMap>]) {
     fixture.run_informer();
-    let c = controller.clone();
-    tokio::spawn(async move { c.run(futures::future::pending()).await });
+    for c in controllers {
+        let c = c.clone();
+        tokio::spawn(async move { c.run(futures::future::pending()).await });
+    }
 }
 
-/// Stops both controllers and the cluster.
+/// Stops every controller and the cluster.
 pub async fn stop(
     fixture: Fixture,
-    ours: Controller<ConfigMap>,
+    ours: Vec<Controller<ConfigMap>>,
     kube: tokio::task::JoinHandle<()>,
 ) {
-    ours.shutdown();
+    for c in ours {
+        c.shutdown();
+    }
     kube.abort();
     fixture.stop().await;
 }
 
-/// **A new trigger while a requeue is pending.** Both reconcilers ask to look again in 10 s
-/// (`always`: on every run; otherwise on their first run only); a write at 1 s triggers
-/// both. Reconcile times in seconds, within 25 s.
+/// **A new trigger while a requeue is pending.** Every reconciler asks to look again in 10 s
+/// (`always`: on every run; otherwise on its first run only); a write at 1 s triggers them
+/// all. This crate's controller runs at each release, beside kube-runtime's. Reconcile times
+/// in seconds, within 25 s.
 pub fn requeue_pending(always: bool) -> Log {
     rig::paused(async move {
+        // book: ch11_requeue
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let seen = log.clone();
-        let ours = Controller::builder("requeue")
-            .build(
-                &fixture.informer,
-                move |_req: Request, _ctx: Context<ConfigMap>| {
-                    let first = seen.record(Runtime::Controlloop, "reconcile") == 1;
-                    async move {
-                        Ok(if first || always {
-                            ReconcileResult::requeue_after(10 * SEC)
-                        } else {
-                            ReconcileResult::done()
-                        })
-                    }
-                },
-            )
-            .expect("controller");
+        let mut ours = vec![];
+        for release in Release::ALL {
+            let seen = log.clone();
+            let reconcile = move |_req: Request, _ctx: Context<ConfigMap>| {
+                let first = seen.record(Runtime::Controlloop(release), "reconcile") == 1;
+                async move {
+                    Ok(if first || always {
+                        ReconcileResult::requeue_after(10 * SEC)
+                    } else {
+                        ReconcileResult::done()
+                    })
+                }
+            };
+            let controller = Controller::builder("requeue").release(release);
+            ours.push(
+                controller
+                    .build(&fixture.informer, reconcile)
+                    .expect("controller"),
+            );
+        }
         start(&mut fixture, &ours);
 
         let seen = log.clone();
@@ -111,9 +125,10 @@ pub fn requeue_pending(always: bool) -> Log {
         tokio::time::sleep(SEC).await;
         rig::set_value(&fixture.target.api(), OBJECT, 1)
             .await
-            .expect("write");
+            .expect("write"); // a new trigger at 1 s
         tokio::time::sleep(24 * SEC).await;
         stop(fixture, ours, kube).await;
+        // book: end ch11_requeue
         log
     })
 }
@@ -137,31 +152,37 @@ impl Failures {
 }
 
 /// **Error backoff.** Every reconciler fails its first `failures` runs, then succeeds. This
-/// crate's controller retries through the default controller rate limiter (per key: 5 ms,
-/// doubling); kube-runtime's `error_policy` returns a fixed `Action::requeue(5 ms)` — unless
-/// the user builds a per-object backoff, as the third controller does (a second
-/// kube-runtime controller, logged under the same name after a `built:` prefix).
+/// crate's controller (at each release) retries through its release's default rate limiter
+/// (per key: 5 ms, doubling); kube-runtime's `error_policy` returns a fixed
+/// `Action::requeue(5 ms)` — unless the user builds a per-object backoff, as the third
+/// controller does (a second kube-runtime controller, logged under the same name after a
+/// `built:` prefix).
 pub fn error_backoff(failures: usize) -> Log {
     rig::paused(async move {
+        // book: ch11_error_backoff
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let seen = log.clone();
-        let ours = Controller::builder("backoff")
-            .build(
-                &fixture.informer,
-                move |_req: Request, _ctx: Context<ConfigMap>| {
-                    let run = seen.record(Runtime::Controlloop, "run");
-                    async move {
-                        if run <= failures {
-                            Err(Error::retry("not yet")) // add_rate_limited: 5 ms, 10 ms, 20 ms…
-                        } else {
-                            Ok(ReconcileResult::done()) // forget: the next failure starts at 5 ms
-                        }
+        let mut ours = vec![];
+        for release in Release::ALL {
+            let seen = log.clone();
+            let reconcile = move |_req: Request, _ctx: Context<ConfigMap>| {
+                let run = seen.record(Runtime::Controlloop(release), "run");
+                async move {
+                    if run <= failures {
+                        Err(Error::retry("not yet")) // add_rate_limited: 5 ms, 10 ms, 20 ms…
+                    } else {
+                        Ok(ReconcileResult::done()) // forget: the next failure starts at 5 ms
                     }
-                },
-            )
-            .expect("controller");
+                }
+            };
+            let controller = Controller::builder("backoff").release(release);
+            ours.push(
+                controller
+                    .build(&fixture.informer, reconcile)
+                    .expect("controller"),
+            );
+        }
         start(&mut fixture, &ours);
 
         let seen = log.clone();
@@ -207,6 +228,7 @@ pub fn error_backoff(failures: usize) -> Log {
         tokio::time::sleep(10 * SEC).await;
         built.abort();
         stop(fixture, ours, fixed).await;
+        // book: end ch11_error_backoff
         log
     })
 }
@@ -219,30 +241,37 @@ pub fn read(ctx: &Context<ConfigMap>, req: &Request) -> String {
     }
 }
 
-/// **A deleted object.** Both reconcilers note what they read and, while the object exists,
-/// ask to look again in 5 s; the object is deleted at 1 s. Entries within 10 s.
+/// **A deleted object.** Every reconciler notes what it read and, while the object exists,
+/// asks to look again in 5 s; the object is deleted at 1 s. This crate's controller runs at
+/// each release (what the Delete event's `add` does to the waiting requeue is the queue's
+/// call). Entries within 10 s.
 pub fn deleted() -> Log {
     rig::paused(async move {
+        // book: ch11_deleted
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let seen = log.clone();
-        let ours = Controller::builder("deleted")
-            .build(
-                &fixture.informer,
-                move |req: Request, ctx: Context<ConfigMap>| {
-                    let note = read(&ctx, &req);
-                    seen.record(Runtime::Controlloop, &note);
-                    async move {
-                        Ok(if note.ends_with("gone") {
-                            ReconcileResult::done()
-                        } else {
-                            ReconcileResult::requeue_after(5 * SEC)
-                        })
-                    }
-                },
-            )
-            .expect("controller");
+        let mut ours = vec![];
+        for release in Release::ALL {
+            let seen = log.clone();
+            let reconcile = move |req: Request, ctx: Context<ConfigMap>| {
+                let note = read(&ctx, &req); // "NAME = VALUE", or "NAME gone"
+                seen.record(Runtime::Controlloop(release), &note);
+                async move {
+                    Ok(if note.ends_with("gone") {
+                        ReconcileResult::done()
+                    } else {
+                        ReconcileResult::requeue_after(5 * SEC)
+                    })
+                }
+            };
+            let controller = Controller::builder("deleted").release(release);
+            ours.push(
+                controller
+                    .build(&fixture.informer, reconcile)
+                    .expect("controller"),
+            );
+        }
         start(&mut fixture, &ours);
 
         let seen = log.clone();
@@ -260,14 +289,13 @@ pub fn deleted() -> Log {
         );
 
         tokio::time::sleep(SEC).await;
-        fixture
-            .target
-            .api()
-            .delete(OBJECT, &DeleteParams::default())
+        let api = fixture.target.api();
+        api.delete(OBJECT, &DeleteParams::default())
             .await
             .expect("delete");
         tokio::time::sleep(9 * SEC).await;
         stop(fixture, ours, kube).await;
+        // book: end ch11_deleted
         log
     })
 }
@@ -284,9 +312,11 @@ pub struct RelistGap {
 
 /// **A deletion during a relist gap.** Two objects, `OBJECT` and `survivor`; at 1 s every watch
 /// ends with 410 Expired, so both clients back off and relist; 10 ms later, while no watch is
-/// open, `OBJECT` is deleted. Entries within 60 s.
+/// open, `OBJECT` is deleted. No requeue is involved, so this crate's controller runs at its
+/// default release. Entries within 60 s.
 pub fn relist_gap() -> RelistGap {
     rig::paused(async move {
+        // book: ch11_relist_gap
         let mut fixture = fixture(&["survivor"]).await;
         let log = Log::new();
 
@@ -295,12 +325,12 @@ pub fn relist_gap() -> RelistGap {
             .build(
                 &fixture.informer,
                 move |req: Request, ctx: Context<ConfigMap>| {
-                    seen.record(Runtime::Controlloop, read(&ctx, &req));
+                    seen.record(Runtime::ours(), read(&ctx, &req));
                     async { Ok(ReconcileResult::done()) }
                 },
             )
             .expect("controller");
-        start(&mut fixture, &ours);
+        start(&mut fixture, std::slice::from_ref(&ours));
 
         let seen = log.clone();
         let kube = log.drive(
@@ -320,12 +350,10 @@ pub fn relist_gap() -> RelistGap {
         cluster.clear_requests();
         cluster.expire_watches(); // ERROR 410 on every open watch: both clients must relist
         tokio::time::sleep(10 * MS).await;
-        fixture
-            .target
-            .api()
-            .delete(OBJECT, &DeleteParams::default())
+        let api = fixture.target.api();
+        api.delete(OBJECT, &DeleteParams::default())
             .await
-            .expect("delete");
+            .expect("delete"); // no watch is open to carry it
         tokio::time::sleep(59 * SEC).await;
         let relists = cluster
             .requests()
@@ -336,7 +364,8 @@ pub fn relist_gap() -> RelistGap {
                     && (!r.is_watch() || r.query.contains("sendInitialEvents=true"))
             })
             .count();
-        stop(fixture, ours, kube).await;
+        stop(fixture, vec![ours], kube).await;
+        // book: end ch11_relist_gap
         RelistGap { log, relists }
     })
 }

@@ -26,7 +26,8 @@ use std::{
 use crate::lab::{
     burst::{BurstError, Clock, Params, Report},
     rig::{
-        self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Storm, Target, value_of,
+        self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Storm, Target, set_value,
+        value_of,
     },
 };
 use futures::{StreamExt, TryStreamExt};
@@ -37,6 +38,7 @@ use kube::runtime::{
     reflector::{self, ObjectRef, Store, reflector},
     watcher::{self, watcher},
 };
+use tokio::time::Instant;
 
 /// How the kube-runtime controller of a storm is built, beyond [`Params`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -78,18 +80,19 @@ pub fn run(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
     }
 }
 
-/// Runs one storm against kube-runtime on the current runtime.
+/// Runs one storm against kube-runtime on the current runtime: the body chapter 11 shows.
 pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstError> {
-    if params.storm.writes == 0 {
+    // book: ch11_storm
+    let Storm { writes, gap, cost } = params.storm;
+    if writes == 0 {
         return Err(BurstError::NoWrites);
     }
     let target = Target::start(&params.backend).await?;
     target.create(OBJECT, 0).await?;
-    let recorder = Recorder::new();
-    let heard = Arc::new(AtomicU64::new(0));
-    let (cost, design) = (params.storm.cost, knobs.design);
+    let recorder = Recorder::new(); // when each reconcile ran, and on which value
+    let heard = Arc::new(AtomicU64::new(0)); // objects the controller's stream carried
+    let design = knobs.design;
 
-    // The block chapter 11 shows, line for line (plus the broken design's switch).
     let (reader, writer) = reflector::store::<ConfigMap>();
     let count = heard.clone();
     let stream = reflector(writer, watcher(target.api(), watcher::Config::default()))
@@ -97,19 +100,18 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
         .inspect_ok(move |_| {
             count.fetch_add(1, Ordering::SeqCst);
         });
+    let config = Config::default()
+        .concurrency(params.workers as u16) // one slot, as in the essay
+        .debounce(knobs.debounce); // zero unless a run asks for one
     let controller = Controller::for_stream(stream, reader.clone())
-        .with_config(
-            Config::default()
-                .concurrency(params.workers as u16)
-                .debounce(knobs.debounce),
-        )
+        .with_config(config)
         .run(
             move |cm: Arc<ConfigMap>, recorder: Arc<Recorder>| async move {
                 let value = value_of(&cm); // the store's copy when the reconcile started
                 match design {
                     Design::Faithful => recorder.act(value, cost).await,
                     Design::DetachedWork => {
-                        tokio::spawn(async move { recorder.act(value, cost).await });
+                        tokio::spawn(async move { recorder.act(value, cost).await }); // broken
                     }
                 }
                 Ok::<_, Infallible>(Action::await_change())
@@ -118,15 +120,26 @@ pub async fn run_async(params: &Params, knobs: Knobs) -> Result<Report, BurstErr
             recorder.clone(),
         );
     let running = tokio::spawn(controller.for_each(|_| async {}));
-    let before = settled(&recorder, &heard).await?;
+    let before = settled(&recorder, &heard).await?; // value 0 reconciled
 
-    let Storm { writes, gap, .. } = params.storm;
-    let burst = rig::write_burst(&target.api(), OBJECT, writes, gap).await?;
-
+    let api = target.api();
+    let started = Instant::now();
+    for value in 1..=writes {
+        set_value(&api, OBJECT, value).await?; // a merge patch: one write, one watch event
+        if value < writes {
+            tokio::time::sleep(gap).await;
+        }
+    }
+    let burst = Burst {
+        issued: writes,
+        started,
+        finished: Instant::now(),
+    };
     let report = finish(params, &burst, &heard, before, &reader, &recorder).await;
     running.abort();
     let _ = running.await;
     target.stop().await;
+    // book: end ch11_storm
     report
 }
 
