@@ -49,7 +49,7 @@ enum Command {
     /// Run the essay's write storm under the real clock and print a table to compare with the
     /// essay's figure.
     Burst(BurstArgs),
-    /// Run the embedded Kubernetes API server in the foreground, logging every request.
+    /// Run the embedded Kubernetes API server in the foreground (state in memory only), logging every request.
     /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
     Apiserver {
         /// The port to listen on (127.0.0.1 only).

@@ -425,3 +425,45 @@ fn every_chapter_that_shows_a_snapshot_has_a_registered_experiment() {
          (src/book/chapters.rs): {unregistered:?}"
     );
 }
+
+/// Every recording a chapter cites (`upstream/recorded/NAME.txt`) exists, and
+/// `tests/recorded_upstream` compares the port with it: a chapter cannot claim a recording that
+/// nothing checks.
+#[test]
+fn every_cited_recording_exists_and_is_compared_with_the_port() {
+    let tests_dir = Path::new(ROOT).join("tests/recorded_upstream");
+    let compared: String = fs::read_dir(&tests_dir)
+        .unwrap()
+        .map(|e| fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let mut cited = 0;
+    for ch in chapters() {
+        let text = fs::read_to_string(&ch).unwrap();
+        for piece in text.split("upstream/recorded/").skip(1) {
+            let word: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "_.-".contains(*c))
+                .collect();
+            let Some(name) = word.strip_suffix(".txt") else {
+                continue; // the folder itself, not a recording
+            };
+            let file = Path::new(ROOT).join(format!("upstream/recorded/{name}.txt"));
+            assert!(
+                file.is_file(),
+                "{} cites {name}.txt, which does not exist",
+                name_of(&ch)
+            );
+            assert!(
+                compared.contains(&format!("\"{name}\"")),
+                "{} cites {name}.txt, but tests/recorded_upstream never compares it",
+                name_of(&ch)
+            );
+            cited += 1;
+        }
+    }
+    assert!(cited > 0, "no chapter cites a recording");
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}

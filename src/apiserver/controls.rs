@@ -3,7 +3,13 @@
 //! Nothing here exists in a real API server. These are the knobs later chapters turn to show
 //! what a client does when the server misbehaves: slow answers, 429 and 500 with
 //! `Retry-After`, and a log of exactly which requests a client made.
+//!
+//! # Invariants
+//! 1. The request log holds the newest records whose charged bytes (strings plus
+//!    [`RECORD_OVERHEAD`]) add up to at most its limit, and always the newest one; older
+//!    records are dropped first and counted in `dropped`.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -27,6 +33,68 @@ impl RequestRecord {
         self.query
             .split('&')
             .any(|p| p == "watch=true" || p == "watch=1")
+    }
+}
+
+/// Bytes charged for a record beyond its strings.
+pub(crate) const RECORD_OVERHEAD: usize = 96;
+
+impl RequestRecord {
+    fn cost(&self) -> usize {
+        RECORD_OVERHEAD
+            .saturating_add(self.method.len())
+            .saturating_add(self.path.len())
+            .saturating_add(self.query.len())
+    }
+}
+
+/// The request log, bounded in bytes (keeps I1).
+#[derive(Debug)]
+pub(crate) struct RequestLog {
+    records: VecDeque<RequestRecord>,
+    bytes: usize,
+    limit: usize,
+    dropped: u64,
+}
+
+impl RequestLog {
+    pub fn new(limit: usize) -> Self {
+        RequestLog {
+            records: VecDeque::new(),
+            bytes: 0,
+            limit,
+            dropped: 0,
+        }
+    }
+
+    pub fn push(&mut self, r: RequestRecord) {
+        self.bytes = self.bytes.saturating_add(r.cost());
+        self.records.push_back(r);
+        while self.bytes > self.limit && self.records.len() > 1 {
+            let old = self.records.pop_front().expect("non-empty");
+            self.bytes = self.bytes.saturating_sub(old.cost());
+            self.dropped = self.dropped.saturating_add(1);
+        }
+    }
+
+    /// The retained records, oldest first.
+    pub fn records(&mut self) -> &[RequestRecord] {
+        self.records.make_contiguous()
+    }
+
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.bytes = 0;
+    }
+
+    /// Records dropped to keep the bound, since the server started.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -86,6 +154,28 @@ impl Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_request_log_keeps_the_newest_records_within_its_byte_limit() {
+        let rec = |i: usize| RequestRecord {
+            method: "GET".into(),
+            path: format!("/p/{i:04}"),
+            query: "x".repeat(100),
+            status: 200,
+        };
+        let one = rec(0).cost();
+        let mut log = RequestLog::new(10 * one);
+        for i in 0..1_000 {
+            log.push(rec(i));
+        }
+        assert_eq!(log.records().len(), 10); // keeps I1
+        assert_eq!(log.records()[0].path, "/p/0990");
+        assert_eq!((log.dropped(), log.bytes()), (990, 10 * one));
+        let mut tiny = RequestLog::new(1);
+        tiny.push(rec(1));
+        tiny.push(rec(2));
+        assert_eq!(tiny.records().len(), 1, "the newest record always stays");
+    }
 
     #[test]
     fn each_fault_applies_to_exactly_the_next_n_requests() {

@@ -119,6 +119,22 @@ impl ApiError {
         )
     }
 
+    /// 413 for a request whose effect would be too large (a patch of too many operations, an
+    /// object over the size limit).
+    pub fn entity_too_large(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
+    /// 504 Timeout: the request did not complete in time (upstream's request timeout filter).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    /// 400 for a name in the path that cannot name an object (`Name parameter invalid`).
+    pub fn invalid_name_parameter(name: &str, why: &str) -> Self {
+        Self::bad_request(format!("the name in the path is invalid: {name:?}: {why}"))
+    }
+
     /// 415: a body or patch type the resource does not accept.
     pub fn unsupported_media_type(what: &str) -> Self {
         Self::new(

@@ -10,6 +10,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
+use super::validation;
 use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -184,47 +185,17 @@ impl Kind {
                 ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
             }
         })?;
-        self.validate(&name, &value)?;
+        self.validate(&name, &value, path_name.is_none())?;
         Ok(value)
     }
 
-    /// Field validation that yields 422 Invalid, as the resource's strategy would.
-    fn validate(&self, name: &str, v: &Value) -> Result<(), ApiError> {
-        let mut causes: Vec<(&str, String)> = Vec::new();
-        if !name.is_empty() && !is_dns_subdomain(name) {
-            causes.push((
-                "metadata.name",
-                format!("{name:?} must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')"),
-            ));
-        }
-        if let Some(labels) = v["metadata"]["labels"].as_object() {
-            for (k, val) in labels {
-                if !is_qualified_name(k) {
-                    causes.push((
-                        "metadata.labels",
-                        format!("key {k:?} is not a valid label key"),
-                    ));
-                }
-                if !is_label_value(val.as_str().unwrap_or_default()) {
-                    causes.push((
-                        "metadata.labels",
-                        format!("value {val} is not a valid label value"),
-                    ));
-                }
-            }
-        }
+    /// Field validation that yields 422 Invalid, as the resource's strategy would: object
+    /// metadata (see `validation`) and, for a ConfigMap, `ValidateConfigMap` (kubernetes v1.36
+    /// `pkg/apis/core/validation`): key syntax, no key in both maps, at most 1 MiB of values.
+    fn validate(&self, name: &str, v: &Value, create: bool) -> Result<(), ApiError> {
+        let mut causes = validation::object_meta(&v["metadata"], create);
         if self.kind == "ConfigMap" {
-            for field in ["data", "binaryData"] {
-                for k in v[field].as_object().into_iter().flatten().map(|(k, _)| k) {
-                    let ok = !k.is_empty()
-                        && k.len() <= 253
-                        && k.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
-                    if !ok {
-                        causes.push(("data", format!("key {k:?} is not a valid config key")));
-                    }
-                }
-            }
+            config_map(v, &mut causes);
         }
         if causes.is_empty() {
             Ok(())
@@ -234,35 +205,51 @@ impl Kind {
     }
 }
 
-/// A lowercase RFC 1123 subdomain: what object names must be.
-pub(crate) fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
+/// The most bytes of `data` and `binaryData` values together (`core.MaxSecretSize`).
+pub(crate) const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+
+/// `IsConfigMapKey`: `[-._a-zA-Z0-9]+`, at most 253 bytes, not `.`, `..` or `..`-prefixed.
+fn is_config_map_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 253
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        && !k.starts_with("..")
+        && k != "."
 }
 
-fn is_label_value(s: &str) -> bool {
-    s.is_empty()
-        || (s.len() <= 63
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
-}
-
-fn is_qualified_name(s: &str) -> bool {
-    let (prefix, name) = match s.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
-    prefix.is_none_or(is_dns_subdomain) && !name.is_empty() && is_label_value(name)
+fn config_map(v: &Value, causes: &mut Vec<validation::Cause>) {
+    let mut total = 0usize;
+    for field in ["data", "binaryData"] {
+        for (k, val) in v[field].as_object().into_iter().flatten() {
+            if !is_config_map_key(k) {
+                causes.push((
+                    "data",
+                    format!("key {k:?} is not a valid config key ([-._a-zA-Z0-9]+, not '.' or '..'-prefixed, at most 253 characters)"),
+                ));
+            }
+            if field == "binaryData" && v["data"].get(k).is_some() {
+                causes.push((
+                    "binaryData",
+                    format!("key {k:?} duplicates a key present in data"),
+                ));
+            }
+            let s = val.as_str().unwrap_or_default();
+            let len = if field == "binaryData" {
+                // The stored form is base64; upstream counts the decoded bytes.
+                (s.len() / 4 * 3).saturating_sub(s.bytes().rev().take_while(|b| *b == b'=').count())
+            } else {
+                s.len()
+            };
+            total = total.saturating_add(len);
+        }
+    }
+    if total > MAX_CONFIG_MAP_BYTES {
+        causes.push((
+            "data",
+            format!("Too long: data and binaryData hold {total} bytes, more than the limit of {MAX_CONFIG_MAP_BYTES}"),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -299,17 +286,33 @@ mod tests {
     }
 
     #[test]
-    fn names_and_labels_are_validated() {
-        assert!(is_dns_subdomain("a.b-c"));
-        assert!(!is_dns_subdomain("A"));
-        assert!(!is_dns_subdomain("-a"));
-        assert!(is_qualified_name("app.kubernetes.io/name"));
-        assert!(!is_qualified_name("/x"));
-        assert!(is_label_value(""));
-        assert!(!is_label_value("-x"));
+    fn names_labels_and_config_map_limits_are_validated() {
         let e = KINDS[CONFIGMAPS]
             .prepare("d", None, json!({"metadata": {"name": "Bad_Name"}}))
             .unwrap_err();
         assert_eq!(e.code, 422);
+        let e = KINDS[CONFIGMAPS]
+            .prepare("Bad", None, json!({"metadata": {"name": "a"}}))
+            .unwrap_err();
+        assert!(e.message.contains("metadata.namespace"), "{}", e.message);
+        let big = "x".repeat(MAX_CONFIG_MAP_BYTES / 2 + 1);
+        let e = KINDS[CONFIGMAPS]
+            .prepare(
+                "d",
+                None,
+                json!({"metadata": {"name": "a"}, "data": {"a": big, "b": big}}),
+            )
+            .unwrap_err();
+        assert!(e.message.contains("Too long"), "{}", e.message);
+        let e = KINDS[CONFIGMAPS]
+            .prepare(
+                "d",
+                None,
+                json!({"metadata": {"name": "a"}, "data": {"k": "1", "..x": "2"}, "binaryData": {"k": "MQ=="}}),
+            )
+            .unwrap_err();
+        assert_eq!(e.details.unwrap()["causes"].as_array().unwrap().len(), 2);
+        assert!(is_config_map_key("a.b_C-9"));
+        assert!(!is_config_map_key(".") && !is_config_map_key("a/b"));
     }
 }

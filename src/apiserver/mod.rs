@@ -4,15 +4,16 @@
 //! `pkg/storage/etcd3`): REST paths, JSON bodies, `Status` errors, one etcd-like revision
 //! counter as `resourceVersion`, and chunked watch streams. It is the other end of the wire:
 //! it shares only Kubernetes types with the rest of the crate and imports nothing from the
-//! client side, so any client (kube-rs, client-go, kubectl) can talk to it.
+//! client side, so any client (kube-rs, client-go, kubectl) can talk to it. Its state is in
+//! memory only.
 //!
 //! Two ways in, one router:
 //!
 //! ```text
-//!   ApiServer::start()  ──►  127.0.0.1:PORT (hyper) ─┐
-//!                                                    ├──►  router ──► storage (one mutex)
-//!   Cluster::in_process_client() ── tower Service ───┘                  │
-//!                                                                      └─► watch signal
+//!   ApiServer::start()  ──►  127.0.0.1:PORT (hyper, `serve`) ─┐
+//!                                                             ├──►  router ──► storage (one mutex)
+//!   Cluster::in_process_client() ── tower Service ────────────┘                  │
+//!                                                                               └─► watch signal
 //! ```
 //!
 //! - Over HTTP, for real-clock runs and real clients:
@@ -24,11 +25,13 @@
 //! use kube::api::{Api, PostParams};
 //!
 //! let server = ApiServer::start().await.unwrap();
+//! // In memory only: a new server starts above any revision an earlier one issued.
+//! let first = server.resource_version();
 //! let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("hello".into());
 //! let created = cms.create(&PostParams::default(), &cm).await.unwrap();
-//! assert_eq!(created.metadata.resource_version.as_deref(), Some("2"));
+//! assert_eq!(created.metadata.resource_version, Some((first + 1).to_string()));
 //! server.shutdown().await;
 //! # });
 //! ```
@@ -55,17 +58,27 @@
 //! # Invariants
 //! 1. Every write takes the storage lock once, checks, commits and then publishes the new
 //!    head on the watch signal; watchers read events from storage history, never from the
-//!    writer (storage I1–I4, watch I1–I3).
-//! 2. No lock is held across an await.
+//!    writer (storage I1–I6, watch I1–I4).
+//! 2. No lock is held across an await, and the storage lock is held only for storage calls:
+//!    decoding, patching, selector matching and serialisation happen outside it (handlers I2).
+//! 3. Whatever a client sends, memory stays bounded in bytes: request bodies
+//!    (`max_body_bytes`), decoded JSON (127 levels), patch results (patch I1, I2), stored
+//!    objects and their total (storage I5), history (storage I2), the request log (controls
+//!    I1), open watches (watch I4), list responses (sent in chunks) and connections (serve
+//!    I1). Every rejection is a `Status`.
 //!
 //! # Concurrency
 //! `Shared::storage` (a `parking_lot::Mutex`) guards objects, revisions and history. The
 //! request log and the fault switch have their own small mutexes. Watchers wait on a
-//! `tokio::sync::watch` channel carrying the head revision and the close/bookmark epochs.
+//! `tokio::sync::watch` channel carrying the head revision and the close/bookmark epochs, and
+//! each holds a permit of the `watches` semaphore.
 //!
 //! # Differences from upstream
 //! - No authentication, admission, field management (apply is a merge patch that creates if
-//!   missing), protobuf, tables, dry-run or watch cache; see each module for its own list.
+//!   missing), tables, dry-run or watch cache; see each module for its own list.
+//! - No persistence: a restarted server has lost every object. A server on a socket starts its
+//!   revisions above any an earlier run could have issued, so resuming from an old revision
+//!   is 410 Expired, as after compaction ([`ServerOptions::first_revision`]).
 //! - kubectl works (`get`, `get -w`, `create`, `replace`, `apply`, `label`, `patch`,
 //!   `delete`); it sends ConfigMaps as protobuf, which the `protobuf` module decodes for that kind
 //!   only. No OpenAPI documents are served, so `kubectl … -f FILE` needs `--validate=false`, and
@@ -80,9 +93,13 @@ mod discovery;
 mod errors;
 mod handlers;
 mod kinds;
+mod options;
+mod patch;
 mod protobuf;
 mod selector;
+mod serve;
 mod storage;
+mod validation;
 mod watch;
 
 use std::net::SocketAddr;
@@ -100,39 +117,13 @@ use tokio::task::JoinHandle;
 pub use controls::{Failure, RequestRecord};
 pub use discovery::KUBERNETES_VERSION;
 pub use errors::ApiError;
+pub use options::ServerOptions;
 pub use storage::EventType;
 pub use watch::INITIAL_EVENTS_END;
 
+use controls::RequestLog;
 use kinds::{KINDS, Kind};
 use storage::{INITIAL_REVISION, Storage};
-
-/// How the server is set up. `Default` is what a test wants.
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    /// Port to bind on 127.0.0.1; 0 picks a free one.
-    pub port: u16,
-    /// Events kept for watch resumption and consistent pages; older ones are compacted.
-    pub history: usize,
-    /// Largest accepted request body (upstream: 3 MiB).
-    pub max_body_bytes: usize,
-    /// Period of the bookmarks sent to watches that allow them (upstream: about 1 min).
-    pub bookmark_interval: Duration,
-    /// Wall-clock time of server start for `creationTimestamp`; later times add tokio time,
-    /// so under a paused clock timestamps are reproducible. `None`: the system clock.
-    pub epoch: Option<Timestamp>,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            port: 0,
-            history: 10_000,
-            max_body_bytes: 3 * 1024 * 1024,
-            bookmark_interval: Duration::from_secs(60),
-            epoch: None,
-        }
-    }
-}
 
 /// What watchers wait on.
 #[derive(Debug, Clone, Copy, Default)]
@@ -153,8 +144,12 @@ pub(crate) struct Shared {
     signal: tokio::sync::watch::Sender<Signal>,
     options: ServerOptions,
     /// Why a separate mutex: the log is appended after every response and read by tests,
-    /// and must never wait for a storage write.
-    log: Mutex<Vec<RequestRecord>>,
+    /// and must never wait for a storage write. Bounded in bytes (controls I1).
+    log: Mutex<RequestLog>,
+    /// One permit per open watch (watch I4): a full semaphore answers 429.
+    watches: Arc<tokio::sync::Semaphore>,
+    /// The number of open watches, for [`Cluster::wait_for_open_watches`].
+    open_watches: tokio::sync::watch::Sender<usize>,
     /// Woken after every append to `log`, so a test can wait for a request instead of polling.
     logged: tokio::sync::Notify,
     faults: Mutex<controls::Faults>,
@@ -187,19 +182,29 @@ fn kind_of<K: kube::Resource<DynamicType = ()>>() -> Result<usize, ApiError> {
 }
 
 impl Cluster {
-    /// A new, empty cluster (revision 1, like a fresh etcd).
+    /// A new, empty cluster (revision 1, like a fresh etcd, unless
+    /// [`ServerOptions::first_revision`] says otherwise).
     pub fn new(options: ServerOptions) -> Self {
+        let first = options.first_revision.unwrap_or(INITIAL_REVISION);
         let (signal, _) = tokio::sync::watch::channel(Signal {
-            head: INITIAL_REVISION,
+            head: first,
             ..Signal::default()
         });
+        let limits = storage::Limits {
+            history: options.history,
+            history_bytes: options.history_bytes,
+            max_object_bytes: options.max_object_bytes,
+            max_storage_bytes: options.max_storage_bytes,
+        };
         Cluster {
             shared: Arc::new(Shared {
-                storage: Mutex::new(Storage::new(options.history)),
+                storage: Mutex::new(Storage::new(limits, first)),
                 signal,
                 epoch: options.epoch.unwrap_or_else(Timestamp::now),
+                log: Mutex::new(RequestLog::new(options.request_log_bytes)),
+                watches: Arc::new(tokio::sync::Semaphore::new(options.max_watches)),
+                open_watches: tokio::sync::watch::Sender::new(0),
                 options,
-                log: Mutex::new(Vec::new()),
                 logged: tokio::sync::Notify::new(),
                 faults: Mutex::new(controls::Faults::default()),
                 address: Mutex::new(String::new()),
@@ -253,10 +258,16 @@ impl Cluster {
         self.shared.storage.lock().head()
     }
 
-    /// Every request answered so far, oldest first. The log is never trimmed: long runs
-    /// call [`Cluster::clear_requests`].
+    /// The requests answered so far, oldest first: the newest that fit in
+    /// [`ServerOptions::request_log_bytes`] (older ones are dropped, see
+    /// [`Cluster::requests_dropped`]).
     pub fn requests(&self) -> Vec<RequestRecord> {
-        self.shared.log.lock().clone()
+        self.shared.log.lock().records().to_vec()
+    }
+
+    /// How many request records were dropped to keep the log within its byte bound.
+    pub fn requests_dropped(&self) -> u64 {
+        self.shared.log.lock().dropped()
     }
 
     /// Waits until `done` holds for the request log, re-checking after every logged request.
@@ -267,11 +278,24 @@ impl Cluster {
             let notified = self.shared.logged.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if done(&self.shared.log.lock()) {
+            if done(self.shared.log.lock().records()) {
                 return;
             }
             notified.await;
         }
+    }
+
+    /// The watches open now (at most [`ServerOptions::max_watches`]).
+    pub fn open_watches(&self) -> usize {
+        *self.shared.open_watches.borrow()
+    }
+
+    /// Waits until `done` holds for the number of open watches, re-checking whenever a watch
+    /// opens or ends. Put a timeout around it.
+    pub async fn wait_for_open_watches(&self, mut done: impl FnMut(usize) -> bool) {
+        let mut open = self.shared.open_watches.subscribe();
+        // The sender lives as long as the cluster, which `self` keeps alive.
+        let _ = open.wait_for(|n| done(*n)).await;
     }
 
     /// Empties the request log.
@@ -346,7 +370,7 @@ impl Cluster {
     pub fn object_count<K: kube::Resource<DynamicType = ()>>(&self) -> usize {
         let Ok(kind) = kind_of::<K>() else { return 0 };
         let st = self.shared.storage.lock();
-        st.list(kind, None, None, None, None, &|_| true)
+        st.list(kind, None, None, None, None)
             .map(|p| p.items.len())
             .unwrap_or(0)
     }
@@ -375,20 +399,26 @@ impl ApiServer {
     }
 
     /// Starts a server with `options`.
-    pub async fn start_with(options: ServerOptions) -> std::io::Result<Self> {
+    ///
+    /// Its state is in memory only. Unless `options.first_revision` is set, its revisions start
+    /// above any an earlier run could have issued, so a client that saw an earlier run gets
+    /// 410 Expired for its old resourceVersions and relists (see [`ServerOptions`]).
+    pub async fn start_with(mut options: ServerOptions) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
+        options.first_revision = options
+            .first_revision
+            .or_else(|| Some(options::revision_after_earlier_runs()));
+        let limits = serve::Limits {
+            max_connections: options.max_connections,
+            header_read_timeout: options.header_read_timeout,
+            write_timeout: options.write_timeout,
+        };
         let cluster = Cluster::new(options);
         *cluster.shared.address.lock() = addr.to_string();
         let (stop, stopped) = oneshot::channel();
         let router = cluster.router();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let task = tokio::spawn(serve::serve(listener, router, limits, stopped));
         Ok(ApiServer {
             cluster,
             addr,

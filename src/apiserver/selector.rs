@@ -1,22 +1,35 @@
 //! Label and field selectors, as list and watch requests carry them.
 //!
-//! Follows apimachinery's `pkg/labels/selector.go` (set-based and equality requirements) and
-//! `pkg/fields/selector.go`. The field selectors every resource supports are
-//! `metadata.name` and `metadata.namespace`; any other field is a 400, as the server answers
-//! for a field the resource does not index.
+//! Follows apimachinery v0.36.3 `pkg/labels/selector.go` (its lexer, parser and
+//! `NewRequirement` checks: keys are qualified names, values are label values, a set is never
+//! empty, `>` and `<` take one integer) and `pkg/fields/selector.go`. The field selectors every
+//! resource supports are `metadata.name` and `metadata.namespace`; any other field is a 400, as
+//! the server answers for a field the resource does not index.
+//!
+//! A selector is parsed once per request, before the storage lock is taken; matching is linear
+//! in the number of requirements (set membership is a `BTreeSet` lookup).
+//!
+//! # Differences from upstream
+//! - Field selector values may not contain the escapes `\,`, `\=` and `\\` of upstream's field
+//!   selector syntax: names and namespaces never contain those characters.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use super::errors::ApiError;
+use super::validation::{is_label_value, is_qualified_name};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Op {
     Eq(String),
     NotEq(String),
-    In(Vec<String>),
-    NotIn(Vec<String>),
+    In(BTreeSet<String>),
+    NotIn(BTreeSet<String>),
     Exists,
     DoesNotExist,
+    Gt(i64),
+    Lt(i64),
 }
 
 /// A parsed `labelSelector` and `fieldSelector`: every requirement must hold.
@@ -26,97 +39,259 @@ pub(crate) struct Selector {
     fields: Vec<(String, Op)>,
 }
 
-/// Splits on commas that are not inside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+/// One lexer token of a label selector.
+#[derive(Debug, Clone, PartialEq)]
+enum Token<'a> {
+    Ident(&'a str),
+    In,
+    NotIn,
+    Not,
+    Eq,
+    DoubleEq,
+    NotEq,
+    Gt,
+    Lt,
+    Open,
+    Close,
+    Comma,
+}
+
+fn is_special(c: char) -> bool {
+    "!=<>(),".contains(c)
+}
+
+/// Splits a label selector into tokens, as upstream's `Lexer` does.
+fn lex(s: &str) -> Vec<Token<'_>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if c.is_whitespace() {
+            rest = &rest[c.len_utf8()..];
+            continue;
         }
+        if is_special(c) {
+            let two = rest.get(..2);
+            let (tok, len) = match (c, two) {
+                (_, Some("!=")) => (Token::NotEq, 2),
+                (_, Some("==")) => (Token::DoubleEq, 2),
+                ('!', _) => (Token::Not, 1),
+                ('=', _) => (Token::Eq, 1),
+                ('>', _) => (Token::Gt, 1),
+                ('<', _) => (Token::Lt, 1),
+                ('(', _) => (Token::Open, 1),
+                (')', _) => (Token::Close, 1),
+                _ => (Token::Comma, 1),
+            };
+            out.push(tok);
+            rest = &rest[len..];
+            continue;
+        }
+        let end = rest
+            .find(|c: char| c.is_whitespace() || is_special(c))
+            .unwrap_or(rest.len());
+        out.push(match &rest[..end] {
+            "in" => Token::In,
+            "notin" => Token::NotIn,
+            word => Token::Ident(word),
+        });
+        rest = &rest[end..];
     }
-    out.push(&s[start..]);
     out
 }
 
-fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
-    let inner = rest
-        .trim()
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| ApiError::bad_request(format!("bad set in selector {whole:?}")))?;
-    Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
+fn unparsable(whole: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!("unable to parse label selector {whole:?}: {why}"))
 }
 
-fn parse_label_req(req: &str) -> Result<(String, Op), ApiError> {
-    let r = req.trim();
-    let bad = || ApiError::bad_request(format!("unable to parse requirement {r:?}"));
-    if let Some(k) = r.strip_prefix('!') {
-        return Ok((k.trim().to_string(), Op::DoesNotExist));
+/// The recursive-descent parser over the tokens: `requirement (',' requirement)*`.
+struct Parser<'a> {
+    toks: Vec<Token<'a>>,
+    pos: usize,
+    whole: &'a str,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<&Token<'a>> {
+        self.toks.get(self.pos)
     }
-    for (tok, f) in [
-        (" notin ", Op::NotIn as fn(Vec<String>) -> Op),
-        (" in ", Op::In as fn(Vec<String>) -> Op),
-    ] {
-        if let Some((k, rest)) = r.split_once(tok) {
-            return Ok((k.trim().to_string(), f(parse_set(rest, r)?)));
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    fn at_end_of_requirement(&self) -> bool {
+        matches!(self.peek(), None | Some(Token::Comma))
+    }
+
+    fn key(&mut self) -> Result<&'a str, ApiError> {
+        match self.next() {
+            Some(Token::Ident(k)) => {
+                if !is_qualified_name(k) {
+                    return Err(unparsable(
+                        self.whole,
+                        format!("key {k:?} is not a valid label key"),
+                    ));
+                }
+                Ok(k)
+            }
+            other => Err(unparsable(
+                self.whole,
+                format!("found {other:?}, expected a key"),
+            )),
         }
     }
-    let (k, op) = if let Some((k, v)) = r.split_once("!=") {
-        (k, Op::NotEq(v.trim().to_string()))
-    } else if let Some((k, v)) = r.split_once("==") {
-        (k, Op::Eq(v.trim().to_string()))
-    } else if let Some((k, v)) = r.split_once('=') {
-        (k, Op::Eq(v.trim().to_string()))
-    } else {
-        (r, Op::Exists)
-    };
-    let k = k.trim();
-    if k.is_empty() || k.contains(|c: char| c.is_whitespace() || "()!=".contains(c)) {
-        return Err(bad());
+
+    fn value(&mut self) -> Result<String, ApiError> {
+        let v = match self.peek() {
+            // `key=` (and `key in (a,)`) select the empty value.
+            None | Some(Token::Comma) | Some(Token::Close) => "",
+            Some(Token::Ident(v)) => {
+                let v = *v;
+                self.pos += 1;
+                v
+            }
+            Some(other) => {
+                return Err(unparsable(
+                    self.whole,
+                    format!("found {other:?}, expected a value"),
+                ));
+            }
+        };
+        if !is_label_value(v) {
+            return Err(unparsable(
+                self.whole,
+                format!("value {v:?} is not a valid label value"),
+            ));
+        }
+        Ok(v.to_string())
     }
-    Ok((k.to_string(), op))
+
+    fn set(&mut self) -> Result<BTreeSet<String>, ApiError> {
+        if self.next() != Some(Token::Open) {
+            return Err(unparsable(self.whole, "expected '(' after in/notin"));
+        }
+        let mut values = BTreeSet::new();
+        if self.peek() == Some(&Token::Close) {
+            return Err(unparsable(
+                self.whole,
+                "for 'in' and 'notin' the set of values may not be empty",
+            ));
+        }
+        loop {
+            values.insert(self.value()?);
+            match self.next() {
+                Some(Token::Comma) => continue,
+                Some(Token::Close) => return Ok(values),
+                other => {
+                    return Err(unparsable(
+                        self.whole,
+                        format!("found {other:?}, expected ',' or ')'"),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn integer(&mut self) -> Result<i64, ApiError> {
+        let v = self.value()?;
+        v.parse::<i64>().map_err(|_| {
+            unparsable(
+                self.whole,
+                format!("for '>' and '<' the value must be an integer, not {v:?}"),
+            )
+        })
+    }
+
+    fn requirement(&mut self) -> Result<(String, Op), ApiError> {
+        if self.peek() == Some(&Token::Not) {
+            self.pos += 1;
+            let k = self.key()?;
+            return Ok((k.to_string(), Op::DoesNotExist));
+        }
+        let k = self.key()?.to_string();
+        if self.at_end_of_requirement() {
+            return Ok((k, Op::Exists));
+        }
+        let op = match self.next() {
+            Some(Token::Eq | Token::DoubleEq) => Op::Eq(self.value()?),
+            Some(Token::NotEq) => Op::NotEq(self.value()?),
+            Some(Token::In) => Op::In(self.set()?),
+            Some(Token::NotIn) => Op::NotIn(self.set()?),
+            Some(Token::Gt) => Op::Gt(self.integer()?),
+            Some(Token::Lt) => Op::Lt(self.integer()?),
+            other => {
+                return Err(unparsable(
+                    self.whole,
+                    format!("found {other:?}, expected an operator"),
+                ));
+            }
+        };
+        Ok((k, op))
+    }
+
+    fn selector(mut self) -> Result<Vec<(String, Op)>, ApiError> {
+        let mut out = Vec::new();
+        if self.toks.is_empty() {
+            return Ok(out);
+        }
+        loop {
+            out.push(self.requirement()?);
+            match self.next() {
+                None => return Ok(out),
+                Some(Token::Comma) => continue,
+                Some(other) => {
+                    return Err(unparsable(
+                        self.whole,
+                        format!("found {other:?}, expected ','"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn parse_fields(s: &str) -> Result<Vec<(String, Op)>, ApiError> {
+    let mut out = Vec::new();
+    for req in s.split(',') {
+        let (k, op) = if let Some((k, v)) = req.split_once("!=") {
+            (k, Op::NotEq(v.trim().to_string()))
+        } else if let Some((k, v)) = req.split_once("==").or_else(|| req.split_once('=')) {
+            (k, Op::Eq(v.trim().to_string()))
+        } else {
+            return Err(ApiError::bad_request(format!(
+                "invalid field selector {req:?}"
+            )));
+        };
+        let k = k.trim();
+        if k != "metadata.name" && k != "metadata.namespace" {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {k} (only metadata.name and metadata.namespace)"
+            )));
+        }
+        out.push((k.to_string(), op));
+    }
+    Ok(out)
 }
 
 impl Selector {
     /// Parses the two query parameters; absent or empty means "everything".
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, ApiError> {
-        let mut s = Selector::default();
-        for req in labels
-            .filter(|l| !l.trim().is_empty())
-            .map(split_top)
-            .unwrap_or_default()
-        {
-            s.labels.push(parse_label_req(req)?);
-        }
-        for req in fields
-            .filter(|f| !f.trim().is_empty())
-            .map(split_top)
-            .unwrap_or_default()
-        {
-            let (k, op) = if let Some((k, v)) = req.split_once("!=") {
-                (k, Op::NotEq(v.trim().to_string()))
-            } else if let Some((k, v)) = req.split_once("==").or_else(|| req.split_once('=')) {
-                (k, Op::Eq(v.trim().to_string()))
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid field selector {req:?}"
-                )));
-            };
-            let k = k.trim();
-            if k != "metadata.name" && k != "metadata.namespace" {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {k} (only metadata.name and metadata.namespace)"
-                )));
+        let labels = match labels.filter(|l| !l.trim().is_empty()) {
+            None => Vec::new(),
+            Some(l) => Parser {
+                toks: lex(l),
+                pos: 0,
+                whole: l,
             }
-            s.fields.push((k.to_string(), op));
-        }
-        Ok(s)
+            .selector()?,
+        };
+        let fields = match fields.filter(|f| !f.trim().is_empty()) {
+            None => Vec::new(),
+            Some(f) => parse_fields(f)?,
+        };
+        Ok(Selector { labels, fields })
     }
 
     /// Whether the selector selects everything.
@@ -130,10 +305,16 @@ impl Selector {
         let check = |have: Option<&str>, op: &Op| match op {
             Op::Eq(v) => have == Some(v.as_str()),
             Op::NotEq(v) => have != Some(v.as_str()),
-            Op::In(set) => have.is_some_and(|h| set.iter().any(|v| v == h)),
-            Op::NotIn(set) => !have.is_some_and(|h| set.iter().any(|v| v == h)),
+            Op::In(set) => have.is_some_and(|h| set.contains(h)),
+            Op::NotIn(set) => !have.is_some_and(|h| set.contains(h)),
             Op::Exists => have.is_some(),
             Op::DoesNotExist => have.is_none(),
+            Op::Gt(n) => have
+                .and_then(|h| h.parse::<i64>().ok())
+                .is_some_and(|h| h > *n),
+            Op::Lt(n) => have
+                .and_then(|h| h.parse::<i64>().ok())
+                .is_some_and(|h| h < *n),
         };
         self.labels
             .iter()
@@ -154,18 +335,54 @@ mod tests {
         json!({"metadata": {"name": "a", "namespace": "n", "labels": labels}})
     }
 
+    fn sel(s: &str) -> Selector {
+        Selector::parse(Some(s), None).unwrap()
+    }
+
     #[test]
     fn equality_set_and_existence_requirements_all_apply() {
-        let s = Selector::parse(Some("app=web,tier in (a, b),!legacy,env!=prod"), None).unwrap();
+        let s = sel("app=web,tier in (a, b),!legacy,env!=prod");
         assert!(s.matches(&obj(json!({"app": "web", "tier": "b"}))));
         assert!(!s.matches(&obj(json!({"app": "web", "tier": "c"}))));
         assert!(!s.matches(&obj(json!({"app": "web", "tier": "a", "legacy": "1"}))));
         assert!(!s.matches(&obj(json!({"app": "web", "tier": "a", "env": "prod"}))));
-        assert!(
-            Selector::parse(Some("x notin (y)"), None)
-                .unwrap()
-                .matches(&obj(json!({})))
-        );
+        assert!(sel("x notin (y)").matches(&obj(json!({}))));
+        assert!(sel("x in(y)").matches(&obj(json!({"x": "y"}))));
+        assert!(sel("x==y,z").matches(&obj(json!({"x": "y", "z": ""}))));
+        assert!(sel("x=").matches(&obj(json!({"x": ""}))));
+    }
+
+    #[test]
+    fn greater_and_less_than_compare_integers() {
+        assert!(sel("n>2,n<10").matches(&obj(json!({"n": "5"}))));
+        assert!(!sel("n>2").matches(&obj(json!({"n": "2"}))));
+        assert!(!sel("n>2").matches(&obj(json!({"n": "x"}))));
+        assert!(!sel("n<2").matches(&obj(json!({}))));
+    }
+
+    #[test]
+    fn malformed_selectors_are_400_with_upstreams_rules() {
+        for bad in [
+            "a b",
+            "x in ()",
+            "x in (a",
+            "x>y",
+            "x>-1",
+            "a,",
+            ",a",
+            "!",
+            "a=b=c",
+            "bad key=1",
+            "k=-bad-",
+            &format!("k={}", "v".repeat(64)),
+            &format!("{}=v", "k".repeat(64)),
+            "a/b/c",
+            "(",
+            ")))(((",
+        ] {
+            let e = Selector::parse(Some(bad), None).unwrap_err();
+            assert_eq!(e.code, 400, "{bad}");
+        }
     }
 
     #[test]
@@ -176,6 +393,5 @@ mod tests {
             Selector::parse(None, Some("spec.x=1")).unwrap_err().code,
             400
         );
-        assert_eq!(Selector::parse(Some("a b"), None).unwrap_err().code, 400);
     }
 }

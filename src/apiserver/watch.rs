@@ -19,10 +19,23 @@
 //! 2. `pos` is the revision of the last event the watcher has considered (delivered or
 //!    filtered out); every bookmark carries `pos`, so resuming from a bookmark loses nothing.
 //! 3. Every event is serialised once by storage; a watcher only frames it.
+//! 4. A watcher buffers nothing of its own: it reads at most [`EVENT_BATCH`] events (and
+//!    [`INITIAL_CHUNK`] initial objects) per chunk from shared storage, and the next chunk is
+//!    read only when the client has taken the previous one. It holds one of the server's
+//!    `max_watches` permits until it ends.
+//!
+//! # Concurrency
+//! The storage lock is taken only to read a batch of events or the initial state; filtering
+//! and framing run after it is released.
 //!
 //! # Differences from upstream
-//! - No watch cache: events come straight from the storage history, so a watcher that falls
-//!   behind the history bound gets 410 rather than being closed for a full buffer.
+//! - No watch cache: events come straight from the storage history. A slow watcher is
+//!   *bounded* rather than buffered: it holds no queue (I4), so it costs the same however far
+//!   behind it is; once the history bound passes its position it gets 410 Expired, and over
+//!   HTTP a connection whose writes stall for `write_timeout` is closed (the watch cache
+//!   instead closes a watcher whose buffer stays full). Open watches are capped at
+//!   `max_watches`; one more is answered 429 TooManyRequests with `Retry-After`, as API
+//!   priority and fairness answers when it rejects a request.
 //! - A watch from a resourceVersion the server has not reached yet simply waits for it (etcd's
 //!   behaviour); the watch cache would answer "Too large resource version" after a few seconds.
 //!   A streaming list from such a version is refused at once with that 504.
@@ -35,6 +48,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::Shared;
@@ -126,19 +140,55 @@ impl WatchRequest {
     }
 }
 
+/// A watcher's slot: one of the server's `max_watches` permits, counted in
+/// `Shared::open_watches` for as long as it lives (keeps I4).
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+}
+
+impl Slot {
+    /// Takes a slot, or answers 429 TooManyRequests when all are taken.
+    pub fn take(shared: &Arc<Shared>) -> Result<Slot, ApiError> {
+        let permit = Arc::clone(&shared.watches)
+            .try_acquire_owned()
+            .map_err(|_| ApiError::too_many_requests(1))?;
+        shared.open_watches.send_modify(|n| *n += 1);
+        Ok(Slot {
+            _permit: permit,
+            shared: Arc::clone(shared),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared
+            .open_watches
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// Items per chunk when sending initial state, so a large list streams rather than buffers.
-const INITIAL_CHUNK: usize = 256;
+pub(crate) const INITIAL_CHUNK: usize = 256;
+
+/// Events read from storage per chunk (keeps I4).
+pub(crate) const EVENT_BATCH: usize = 256;
 
 /// The body of a watch response. Errors that are known before streaming (bad parameters) are
 /// returned by the caller as plain HTTP errors; an expired start is sent as an ERROR event.
 pub(crate) fn stream(
     shared: Arc<Shared>,
     req: WatchRequest,
+    slot: Slot,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
+        let _slot = slot; // keeps I4: released when the stream ends or is dropped
         let mut signal = shared.signal.subscribe(); // keeps I1
         let start = *signal.borrow_and_update();
-        let deadline = Instant::now() + req.timeout;
+        // An instant the clock cannot represent is "never": no arithmetic on the client's
+        // timeoutSeconds can overflow.
+        let deadline = Instant::now().checked_add(req.timeout);
         let every = shared.options.bookmark_interval;
         let mut tick = tokio::time::interval_at(Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -147,7 +197,7 @@ pub(crate) fn stream(
             let st = shared.storage.lock();
             match req.from {
                 None => st
-                    .list(req.kind, req.namespace.as_deref(), None, None, None, &|o| req.in_scope(o))
+                    .list(req.kind, req.namespace.as_deref(), None, None, None)
                     .map(|p| (p.items, p.rv)),
                 Some(rv) => st.check_readable(rv.min(st.head())).map(|()| (Vec::new(), rv)),
             }
@@ -160,10 +210,12 @@ pub(crate) fn stream(
             Ok((items, rv)) => {
                 for chunk in items.chunks(INITIAL_CHUNK) {
                     let mut buf = BytesMut::new();
-                    for o in chunk {
+                    for o in chunk.iter().filter(|o| req.in_scope(o)) {
                         frame(&mut buf, "ADDED", &o.json);
                     }
-                    yield Ok(buf.freeze());
+                    if !buf.is_empty() {
+                        yield Ok(buf.freeze());
+                    }
                 }
                 if req.send_initial {
                     yield Ok(bookmark(req.kind, rv, true));
@@ -173,8 +225,10 @@ pub(crate) fn stream(
         };
         let mut want_bookmark = false;
         loop {
-            // Deliver everything after `pos` (at first: the history a resumed watch replays).
-            let events = shared.storage.lock().events_after(pos);
+            // Deliver what follows `pos` (at first: the history a resumed watch replays), one
+            // batch per chunk; a full batch means more may follow at once.
+            let events = shared.storage.lock().events_after(pos, EVENT_BATCH);
+            let full = events.as_ref().is_ok_and(|e| e.len() == EVENT_BATCH);
             match events {
                 Err(e) => {
                     yield Ok(error_event(&e));
@@ -197,6 +251,12 @@ pub(crate) fn stream(
                     }
                 }
             }
+            // Catching up: go on reading unless something else (a close, an expiry, a bookmark
+            // request, the deadline) wants attention first.
+            let signalled = signal.has_changed().unwrap_or(true);
+            if full && !signalled && deadline.is_none_or(|d| Instant::now() < d) {
+                continue;
+            }
             tokio::select! {
                 biased;
                 changed = signal.changed() => {
@@ -217,8 +277,16 @@ pub(crate) fn stream(
                     }
                 }
                 _ = tick.tick(), if req.bookmarks => want_bookmark = true,
-                _ = tokio::time::sleep_until(deadline) => return,
+                _ = sleep_until(deadline) => return,
             }
         }
+    }
+}
+
+/// Sleeps until `deadline`, or forever if there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }

@@ -1,23 +1,30 @@
-//! The experiments of the chapter "'RealFIFO removed deduplication' is wrong, and so is the
-//! version": the same events through both FIFOs, the ghost Delete, the gate's history, the
-//! environment override, and what a queue depth measured in keys became in 1.33.
+//! Chapter 03's experiments: the same events through DeltaFIFO and RealFIFO, the ghost Delete,
+//! the InOrderInformers gate's history, the environment override, and what a queue depth
+//! measured in keys became in 1.33.
 //!
-//! Every FIFO here is built the way an informer builds it: [`select_fifo`] on the gates of an
-//! emulated version, then [`FifoChoice::build`] with an (empty) indexer.
+//! The body of every `pub fn ch03_…` here is a block of `chapters/03-realfifo.md`, and so is
+//! every function such a block defines: each is a region marked `// book: NAME`, which
+//! `tests/book_layout.rs` holds equal to the chapter's copy, so the page shows the code
+//! `cargo run --release` runs. The rest of this module is the rig those blocks stand on: the
+//! objects they queue and the labels they print.
+//!
+//! Every FIFO is built the way an informer builds it: [`select_fifo`] on the gates of an
+//! emulated Kubernetes version, then [`FifoChoice::build`] with the informer's (empty) cache.
 
 use std::{fmt, sync::Arc};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
-use similar::{Algorithm, ChangeTag, capture_diff_slices};
 
 use crate::book::snap;
+use crate::cache::{Delta, Deltas};
 use crate::cache::{
-    Delta, DeltaObject, Deltas, FifoChoice, InformerFifo, Queue, Store, select_fifo,
+    DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, FifoChoice, InformerFifo, Queue, Store,
+    select_fifo,
 };
 use crate::features::{Feature, FeatureGates, PreRelease, klog};
 
-/// A ConfigMap in `default` named `name`, with `data.v` when `v` is given.
+/// A ConfigMap `default/name`, with `data.v` when `v` is given.
 pub fn cm(name: &str, v: Option<u32>) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {
         metadata: ObjectMeta {
@@ -30,15 +37,26 @@ pub fn cm(name: &str, v: Option<u32>) -> Arc<ConfigMap> {
     })
 }
 
-fn object_label(o: &ConfigMap) -> String {
-    let name = o.metadata.name.clone().unwrap_or_default();
-    match o.data.as_ref().and_then(|d| d.get("v")) {
-        Some(v) => format!("{name} v{v}"),
-        None => name,
-    }
+/// A ConfigMap `default/name` as the server returns it after the write that gave it
+/// resourceVersion `rv`: the resourceVersion is the order in which the server made the changes.
+pub fn cm_at(name: &str, rv: u64) -> Arc<ConfigMap> {
+    let mut c = (*cm(name, None)).clone();
+    c.metadata.resource_version = Some(rv.to_string());
+    Arc::new(c)
 }
 
-/// One delta as the chapter prints it: `Updated alpha v2`, `Deleted ghost`.
+fn object_label(o: &ConfigMap) -> String {
+    let mut out = o.metadata.name.clone().unwrap_or_default();
+    if let Some(rv) = &o.metadata.resource_version {
+        out += &format!(" rv{rv}");
+    }
+    if let Some(v) = o.data.as_ref().and_then(|d| d.get("v")) {
+        out += &format!(" v{v}");
+    }
+    out
+}
+
+/// One delta as the chapter prints it: `Updated alpha rv3`, `Deleted ghost`.
 pub fn delta_label(d: &Delta<ConfigMap>) -> String {
     let what = match &d.object {
         DeltaObject::Object(o) => object_label(o),
@@ -52,7 +70,7 @@ pub fn delta_label(d: &Delta<ConfigMap>) -> String {
     format!("{} {what}", d.delta_type)
 }
 
-/// The FIFO an informer runs at Kubernetes `1.minor` with default gates.
+/// The FIFO an informer runs at Kubernetes `1.minor` with default gates (the benchmarks' too).
 pub fn informer_fifo(minor: u32) -> (FifoChoice, InformerFifo<ConfigMap>) {
     let gates = FeatureGates::at_minor(minor).expect("1.32..=1.37");
     let choice = select_fifo(&gates);
@@ -60,20 +78,12 @@ pub fn informer_fifo(minor: u32) -> (FifoChoice, InformerFifo<ConfigMap>) {
     (choice, fifo)
 }
 
-/// Pops without waiting until nothing is queued; each Pop's deltas, labelled.
-pub fn drain(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
-    std::iter::from_fn(|| fifo.try_pop(|_, _| Ok::<(), ()>(())))
-        .map(|r| r.expect("this process never fails"))
-        .map(|d: Deltas<ConfigMap>| d.iter().map(delta_label).collect())
-        .collect()
-}
-
-/// One FIFO's run: its name and its Pops.
-#[derive(Debug, Clone, serde::Serialize)]
+/// One FIFO's run: its name and mode, and its Pops.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Pops {
     /// The FIFO and mode, from [`FifoChoice::describe`].
     pub fifo: String,
-    /// Each Pop's deltas.
+    /// Each Pop's deltas, labelled by [`delta_label`].
     pub pops: Vec<Vec<String>>,
 }
 
@@ -99,119 +109,8 @@ impl fmt::Display for Pops {
     }
 }
 
-/// The interleaving scenario: alpha and beta, created, updated and (beta) deleted, in turns.
-pub fn interleaved_events(fifo: &impl Queue<ConfigMap>) {
-    fifo.add(cm("alpha", Some(1))).unwrap();
-    fifo.add(cm("beta", Some(1))).unwrap();
-    fifo.update(cm("alpha", Some(2))).unwrap();
-    fifo.update(cm("beta", Some(2))).unwrap();
-    fifo.update(cm("alpha", Some(3))).unwrap();
-    fifo.delete(cm("beta", Some(2))).unwrap();
-}
-
-/// The interleaving through DeltaFIFO (1.32) and RealFIFO (1.33).
-#[derive(Debug, Clone)]
-pub struct Interleave {
-    /// DeltaFIFO's Pops.
-    pub delta: Pops,
-    /// RealFIFO's Pops.
-    pub real: Pops,
-}
-
-/// Runs [`interleaved_events`] through the FIFO of `minor`, all queued before the first Pop.
-pub fn run_interleave(minor: u32) -> Pops {
-    let (choice, fifo) = informer_fifo(minor);
-    interleaved_events(&fifo);
-    Pops {
-        fifo: choice.describe(),
-        pops: drain(&fifo),
-    }
-}
-
-/// The chapter's first experiment.
-pub fn interleave() -> Interleave {
-    Interleave {
-        delta: run_interleave(32),
-        real: run_interleave(33),
-    }
-}
-
-impl Interleave {
-    /// The durable claims: nothing is lost (equal delta counts), but the Pops differ in number
-    /// and the deltas reach the handler in a different order.
-    pub fn check(&self) -> Result<(), String> {
-        let (d, r) = (self.delta.total_deltas(), self.real.total_deltas());
-        if d != r {
-            return Err(format!("delta counts differ: DeltaFIFO {d}, RealFIFO {r}"));
-        }
-        if self.delta.pops.len() == self.real.pops.len() {
-            return Err(format!("both FIFOs popped {} times", self.real.pops.len()));
-        }
-        if self.delta.handler_order() == self.real.handler_order() {
-            return Err("both FIFOs hand the deltas out in the same order".into());
-        }
-        Ok(())
-    }
-
-    /// The handler's view of the two runs as a diff: `-` only in DeltaFIFO's order, `+` only
-    /// in RealFIFO's, ` ` in both.
-    pub fn diff(&self) -> String {
-        order_diff(&self.delta.handler_order(), &self.real.handler_order())
-    }
-}
-
-/// A line diff of two orders (`similar`, Myers).
-pub fn order_diff(old: &[String], new: &[String]) -> String {
-    let mut out = String::new();
-    for op in capture_diff_slices(Algorithm::Myers, old, new) {
-        for change in op.iter_changes(old, new) {
-            let sign = match change.tag() {
-                ChangeTag::Equal => ' ',
-                ChangeTag::Delete => '-',
-                ChangeTag::Insert => '+',
-            };
-            out.push_str(&format!("{sign} {}\n", change.value()));
-        }
-    }
-    out
-}
-
-impl fmt::Display for Interleave {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}\n{}", self.delta, self.real)
-    }
-}
-
-/// The ghost check: a Delete for an object no one ever saw, on an empty FIFO, must come out
-/// as `[Deleted ghost]`. Returns the Pops, or an error naming what came out instead.
-pub fn check_ghost_delivered(fifo: &impl Queue<ConfigMap>) -> Result<Vec<Vec<String>>, String> {
-    fifo.delete(cm("ghost", None)).unwrap();
-    let pops = drain(fifo);
-    if pops == [["Deleted ghost"]] {
-        Ok(pops)
-    } else {
-        Err(format!(
-            "{}: a Delete of an object it never knew yielded {pops:?}, not [Deleted ghost]",
-            fifo.name()
-        ))
-    }
-}
-
-/// The ghost at every modelled version: what the informer's FIFO yields.
-pub fn ghost_by_version() -> String {
-    let mut out = String::new();
-    for minor in 32..=37 {
-        let (choice, fifo) = informer_fifo(minor);
-        let shown = match check_ghost_delivered(&fifo) {
-            Ok(pops) => format!("{pops:?}"),
-            Err(_) => format!("{:?} (nothing)", drain(&fifo)),
-        };
-        out.push_str(&format!("1.{minor}  {:<48} {shown}\n", choice.describe()));
-    }
-    out
-}
-
-fn pre(p: PreRelease) -> &'static str {
+/// The maturity column of the gate table.
+pub fn maturity(p: PreRelease) -> &'static str {
     match p {
         PreRelease::PreAlpha => "-",
         PreRelease::Alpha => "Alpha",
@@ -221,29 +120,7 @@ fn pre(p: PreRelease) -> &'static str {
     }
 }
 
-/// The InOrderInformers history, 1.32–1.37, printed from the registry, with the FIFO an
-/// informer runs at each version.
-pub fn gate_table() -> String {
-    let mut out = format!(
-        "{:<8}{:<10}{:<9}{:<8}{}\n",
-        "version", "maturity", "default", "locked", "informer FIFO"
-    );
-    for minor in 32..=37 {
-        let gates = FeatureGates::at_minor(minor).expect("modelled");
-        let s = gates.spec(Feature::IN_ORDER_INFORMERS).expect("known");
-        out.push_str(&format!(
-            "{:<8}{:<10}{:<9}{:<8}{}\n",
-            format!("1.{minor}"),
-            pre(s.pre_release),
-            if s.default { "on" } else { "off" },
-            if s.lock_to_default { "yes" } else { "no" },
-            select_fifo(&gates).describe()
-        ));
-    }
-    out
-}
-
-/// What `KUBE_FEATURE_InOrderInformers=false` does at one version.
+/// What `KUBE_FEATURE_InOrderInformers=false` did at one version.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EnvOverride {
     /// The emulated version.
@@ -256,20 +133,6 @@ pub struct EnvOverride {
     pub fifo: String,
     /// What was logged (klog's error lines, header cut to the severity letter).
     pub log: Vec<String>,
-}
-
-/// Applies `KUBE_FEATURE_InOrderInformers=false` at `1.minor`, capturing the log.
-pub fn env_override(minor: u32) -> EnvOverride {
-    let mut gates = FeatureGates::at_minor(minor).expect("modelled");
-    let env = ("KUBE_FEATURE_InOrderInformers", "false");
-    let ((), log) = klog::capture(|| gates.apply_env([env]));
-    EnvOverride {
-        version: format!("1.{minor}"),
-        env: format!("{}={}", env.0, env.1),
-        in_order_informers: gates.enabled(Feature::IN_ORDER_INFORMERS),
-        fifo: select_fifo(&gates).describe(),
-        log,
-    }
 }
 
 /// A burst measured by code that reads the FIFO's depth as "objects waiting".
@@ -290,21 +153,190 @@ pub struct DepthReport {
     pub pops_over_trace_depth: usize,
 }
 
-/// `updates` updates to each of `objects` ConfigMaps, round-robin, through the FIFO of
-/// `1.minor`; then drained.
+// The chapter's blocks, in page order: each `// book:` region is a chapter block's text.
+
+// book: ch03_fn_interleave_through
+/// The six interleaved events through the FIFO an informer builds at `1.minor`.
+pub fn interleave_through(minor: u32) -> Pops {
+    // The gates of Kubernetes 1.minor choose the FIFO, as the informer's constructor does.
+    let choice = select_fifo(&FeatureGates::at_minor(minor).unwrap());
+    let fifo = choice.build("*v1.ConfigMap", &Store::new());
+    // Six changes, all queued before the informer pops anything.
+    fifo.add(cm_at("alpha", 1)).unwrap();
+    fifo.add(cm_at("beta", 2)).unwrap();
+    fifo.update(cm_at("alpha", 3)).unwrap();
+    fifo.update(cm_at("beta", 4)).unwrap();
+    fifo.update(cm_at("alpha", 5)).unwrap();
+    fifo.delete(cm_at("beta", 6)).unwrap();
+    Pops {
+        fifo: choice.describe(),
+        pops: drain(&fifo),
+    }
+}
+
+/// The informer's loop: Pop until nothing is queued, keeping what each Pop handed over.
+pub fn drain(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
+    let mut pops = Vec::new();
+    while let Some(deltas) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
+        pops.push(deltas.unwrap().iter().map(delta_label).collect());
+    }
+    pops
+}
+// book: end ch03_fn_interleave_through
+
+/// Chapter 03, "The same six events through both FIFOs".
+pub fn ch03_interleave() {
+    // book: ch03_interleave
+    let (delta, real) = (interleave_through(32), interleave_through(33));
+    // Nothing is lost: both hand out all six deltas...
+    assert_eq!((delta.total_deltas(), real.total_deltas()), (6, 6));
+    // ...but in a different number of Pops, and in a different order.
+    assert_eq!((delta.pops.len(), real.pops.len()), (2, 6));
+    assert_ne!(delta.handler_order(), real.handler_order());
+    snap::text("ch03_interleave_pops", format!("{delta}\n{real}"));
+    // book: end ch03_interleave
+}
+
+/// Chapter 03: DeltaFIFO merges a second deletion directly after a first.
+pub fn ch03_double_delete() {
+    // book: ch03_double_delete
+    let fifo = DeltaFifo::new(DeltaFifoOptions::default());
+    fifo.add(cm_at("alpha", 1)).unwrap();
+    fifo.delete(cm_at("alpha", 2)).unwrap();
+    fifo.delete(cm_at("alpha", 2)).unwrap(); // the watch and a relist both saw it go
+    let deltas = fifo.try_pop(|_, _| Ok::<(), ()>(())).unwrap().unwrap();
+    let types: Vec<DeltaType> = deltas.iter().map(|d| d.delta_type).collect();
+    assert_eq!(types, [DeltaType::Added, DeltaType::Deleted]);
+    // book: end ch03_double_delete
+}
+
+// book: ch03_fn_order_claims
+/// The first block's claims, as a check that says what it found.
+pub fn order_claims(a: &Pops, b: &Pops) -> Result<(), String> {
+    if a.total_deltas() != b.total_deltas() {
+        return Err("the FIFOs handed out different numbers of deltas".into());
+    }
+    if a.pops.len() == b.pops.len() {
+        return Err(format!("both FIFOs popped {} times", a.pops.len()));
+    }
+    if a.handler_order() == b.handler_order() {
+        return Err("both FIFOs hand the deltas out in the same order".into());
+    }
+    Ok(())
+}
+// book: end ch03_fn_order_claims
+
+/// Chapter 03: the interleaving check, on the real pair and on a broken one.
+pub fn ch03_check_fires() {
+    // book: ch03_check_fires
+    let (delta, real) = (interleave_through(32), interleave_through(33));
+    assert_eq!(order_claims(&delta, &real), Ok(()));
+    // A broken pair: DeltaFIFO against itself.
+    let same = interleave_through(32);
+    assert_eq!(
+        order_claims(&delta, &same),
+        Err("both FIFOs popped 2 times".into())
+    );
+    // book: end ch03_check_fires
+}
+
+// book: ch03_fn_ghost_through
+/// A Delete for an object nobody ever saw, through the FIFO an informer builds at `1.minor`.
+pub fn ghost_through(minor: u32) -> Pops {
+    let choice = select_fifo(&FeatureGates::at_minor(minor).unwrap());
+    // The informer's cache, empty: the FIFO's "known objects".
+    let fifo = choice.build("*v1.ConfigMap", &Store::new());
+    fifo.delete(cm("ghost", None)).unwrap();
+    Pops {
+        fifo: choice.describe(),
+        pops: drain(&fifo),
+    }
+}
+// book: end ch03_fn_ghost_through
+
+/// Chapter 03, "The ghost Delete".
+pub fn ch03_ghost() {
+    // book: ch03_ghost
+    // The check: the Delete must reach the informer, as [Deleted ghost].
+    let delivered = |run: Pops| match run.pops == [["Deleted ghost"]] {
+        true => Ok(()),
+        false => Err(format!("{}: the Delete yielded {:?}", run.fifo, run.pops)),
+    };
+    assert_eq!(delivered(ghost_through(33)), Ok(()));
+    // Against the wrong FIFO, DeltaFIFO as an informer built it at 1.32, the check fails.
+    assert_eq!(
+        delivered(ghost_through(32)),
+        Err("DeltaFIFO (Replaced, known objects): the Delete yielded []".into())
+    );
+    // The same function at every version this book models.
+    let mut table = String::new();
+    for minor in 32..=37 {
+        let run = ghost_through(minor);
+        table += &format!("1.{minor}  {:<48} {:?}\n", run.fifo, run.pops);
+    }
+    snap::text("ch03_ghost_by_version", table);
+    // book: end ch03_ghost
+}
+
+/// Chapter 03, "The version: 1.33, not 1.36": the gate's history from the registry.
+pub fn ch03_gate_table() {
+    // book: ch03_gate_table
+    let mut table = String::from("version maturity  default  locked  informer FIFO\n");
+    for minor in 32..=37 {
+        let gates = FeatureGates::at_minor(minor).unwrap();
+        let gate = gates.spec(Feature::IN_ORDER_INFORMERS).unwrap();
+        table += &format!(
+            "1.{minor:<6}{:<10}{:<9}{:<8}{}\n",
+            maturity(gate.pre_release),
+            if gate.default { "on" } else { "off" },
+            if gate.lock_to_default { "yes" } else { "no" },
+            select_fifo(&gates).describe(),
+        );
+    }
+    snap::text("ch03_gate_table", table);
+    // book: end ch03_gate_table
+}
+
+/// Chapter 03: `KUBE_FEATURE_InOrderInformers=false` at 1.35 and at 1.36.
+pub fn ch03_env_override() {
+    // book: ch03_env_override
+    let mut runs = Vec::new();
+    for minor in [35, 36] {
+        let mut gates = FeatureGates::at_minor(minor).unwrap();
+        let env = [("KUBE_FEATURE_InOrderInformers", "false")];
+        let ((), log) = klog::capture(|| gates.apply_env(env));
+        runs.push(EnvOverride {
+            version: format!("1.{minor}"),
+            env: "KUBE_FEATURE_InOrderInformers=false".into(),
+            in_order_informers: gates.enabled(Feature::IN_ORDER_INFORMERS),
+            fifo: select_fifo(&gates).describe(),
+            log,
+        });
+    }
+    let (v35, v36) = (&runs[0], &runs[1]);
+    assert!(!v35.in_order_informers && v35.log.is_empty());
+    assert!(v35.fifo.starts_with("DeltaFIFO"));
+    assert!(v36.in_order_informers); // the override lost
+    assert!(v36.log[0].contains("Could not set feature gate, feature is locked"));
+    snap::yaml("ch03_env_override", &runs, vec![]);
+    // book: end ch03_env_override
+}
+
+// book: ch03_fn_queue_depth
+/// `updates` rounds of one update to each of `objects` ConfigMaps, through the FIFO of
+/// `1.minor`; then Popped until empty.
 pub fn queue_depth(minor: u32, objects: usize, updates: u32) -> DepthReport {
-    let (choice, fifo) = informer_fifo(minor);
+    let choice = select_fifo(&FeatureGates::at_minor(minor).unwrap());
+    let fifo = choice.build("*v1.ConfigMap", &Store::new());
     for v in 1..=updates {
         for i in 0..objects {
             fifo.update(cm(&format!("cm-{i}"), Some(v))).unwrap();
         }
     }
-    let depth = fifo.len();
-    let mut pops = 0;
-    let mut over = 0;
-    let mut deltas = 0;
-    while let Some(r) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
-        deltas += r.expect("never fails").len();
+    let depth = fifo.len(); // what a dashboard plots as "waiting"
+    let (mut pops, mut deltas, mut over) = (0, 0, 0);
+    while let Some(popped) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
+        deltas += popped.unwrap().len();
         pops += 1;
         if fifo.len() > 10 {
             over += 1;
@@ -319,54 +351,39 @@ pub fn queue_depth(minor: u32, objects: usize, updates: u32) -> DepthReport {
         pops_over_trace_depth: over,
     }
 }
+// book: end ch03_fn_queue_depth
 
-/// The interleaving again, but with one Pop after the first two events, as a consumer that
-/// keeps up with its producer does.
-pub fn interleave_with_early_pop(minor: u32) -> Pops {
-    let (choice, fifo) = informer_fifo(minor);
-    fifo.add(cm("alpha", Some(1))).unwrap();
-    fifo.add(cm("beta", Some(1))).unwrap();
-    let mut pops = drain_one(&fifo);
-    fifo.update(cm("alpha", Some(2))).unwrap();
-    fifo.update(cm("beta", Some(2))).unwrap();
-    fifo.update(cm("alpha", Some(3))).unwrap();
-    fifo.delete(cm("beta", Some(2))).unwrap();
+/// Chapter 03, "What broke quietly at 1.33".
+pub fn ch03_queue_depth() {
+    // book: ch03_queue_depth
+    let (old, new) = (queue_depth(32, 3, 10), queue_depth(33, 3, 10));
+    assert_eq!((old.deltas, new.deltas), (30, 30)); // the same work arrived
+    assert_eq!((old.depth, new.depth), (3, 30)); // a "backlog" ten times larger
+    assert_eq!((old.pops, new.pops), (3, 30)); // and ten times as many handler calls
+    snap::yaml("ch03_queue_depth", &[old, new], vec![]);
+    // book: end ch03_queue_depth
+}
+
+/// Chapter 03, "Where our numbers differ from the essay's": one Pop after the first two events.
+pub fn ch03_early_pop() {
+    // book: ch03_early_pop
+    let choice = select_fifo(&FeatureGates::at_minor(32).unwrap());
+    let fifo = choice.build("*v1.ConfigMap", &Store::new());
+    fifo.add(cm_at("alpha", 1)).unwrap();
+    fifo.add(cm_at("beta", 2)).unwrap();
+    // The informer keeps up for a moment: one Pop, after the first two events.
+    let first: Deltas<ConfigMap> = fifo.try_pop(|_, _| Ok::<(), ()>(())).unwrap().unwrap();
+    let mut pops = vec![first.iter().map(delta_label).collect()];
+    fifo.update(cm_at("alpha", 3)).unwrap();
+    fifo.update(cm_at("beta", 4)).unwrap();
+    fifo.update(cm_at("alpha", 5)).unwrap();
+    fifo.delete(cm_at("beta", 6)).unwrap();
     pops.extend(drain(&fifo));
-    Pops {
+    let run = Pops {
         fifo: choice.describe(),
         pops,
-    }
-}
-
-fn drain_one(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
-    let d = fifo
-        .try_pop(|_, _| Ok::<(), ()>(()))
-        .expect("two events are queued")
-        .expect("never fails");
-    vec![d.iter().map(delta_label).collect()]
-}
-
-/// Runs every experiment of the chapter, checks its claims and records its snapshots.
-pub fn run() {
-    let il = interleave();
-    il.check().expect("interleave claims");
-    snap::text("ch03_interleave_pops", &il);
-    snap::text("ch03_interleave_diff", il.diff());
-    let real = check_ghost_delivered(&informer_fifo(33).1).expect("RealFIFO delivers the ghost");
-    snap::text("ch03_ghost_real", format!("{real:?}"));
-    let wrong = check_ghost_delivered(&informer_fifo(32).1).expect_err("DeltaFIFO drops it");
-    snap::text("ch03_ghost_wrong_fifo", wrong);
-    snap::text("ch03_ghost_by_version", ghost_by_version());
-    snap::text("ch03_gate_table", gate_table());
-    snap::yaml(
-        "ch03_env_override",
-        &[env_override(35), env_override(36)],
-        vec![],
-    );
-    snap::yaml(
-        "ch03_queue_depth",
-        &[queue_depth(32, 3, 10), queue_depth(33, 3, 10)],
-        vec![],
-    );
-    snap::text("ch03_early_pop", interleave_with_early_pop(32));
+    };
+    assert_eq!((run.pops.len(), run.total_deltas()), (3, 6));
+    snap::text("ch03_early_pop", run);
+    // book: end ch03_early_pop
 }

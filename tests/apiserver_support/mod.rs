@@ -5,11 +5,15 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use controlloop::apiserver::ApiServer;
+use controlloop::apiserver::{ApiServer, ServerOptions};
 use controlloop::resources::{Widget, WidgetSpec};
 use futures::{Stream, StreamExt};
+use http::Request;
+use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::client::Body;
+use serde_json::Value;
 
 /// Real-clock tests never sleep; they wait for an event, at most this long.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -116,9 +120,59 @@ pub async fn open_watch(
         .boxed()
 }
 
-/// Starts a server, failing the test if it cannot bind.
+/// Starts a server whose revisions count from 1, as a fresh etcd's do, so a test can name
+/// them; failing the test if it cannot bind. (`ApiServer::start` itself starts above any
+/// revision an earlier run issued: `tests/apiserver_hostile.rs` covers that.)
 pub async fn server() -> ApiServer {
-    within("the server never started", ApiServer::start())
+    server_with(ServerOptions::default()).await
+}
+
+/// Like [`server`], with `options` (whose `first_revision` defaults to 1 here).
+pub async fn server_with(options: ServerOptions) -> ApiServer {
+    let options = ServerOptions {
+        first_revision: options.first_revision.or(Some(1)),
+        ..options
+    };
+    within("the server never started", ApiServer::start_with(options))
         .await
         .expect("bind 127.0.0.1")
+}
+
+/// What storage holds: the head revision and every object, as JSON.
+pub async fn fingerprint(server: &ApiServer, client: &kube::Client) -> (u64, Value, Value) {
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    let ws: Api<Widget> = Api::all(client.clone());
+    let a = serde_json::to_value(cms.list(&ListParams::default()).await.unwrap().items).unwrap();
+    let b = serde_json::to_value(ws.list(&ListParams::default()).await.unwrap().items).unwrap();
+    (server.resource_version(), a, b)
+}
+
+/// A kube client for `server` that does not retry 429s, so the test sees them.
+pub fn no_retry(server: &ApiServer) -> kube::Client {
+    let mut cfg = server.config();
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Sends a raw request through a kube client; returns code, Status, headers.
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (u16, Value, http::HeaderMap) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(Body::from(body))
+        .unwrap();
+    let resp = within("request never answered", client.send(req))
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    let status: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (parts.status.as_u16(), status, parts.headers)
 }

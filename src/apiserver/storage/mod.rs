@@ -4,24 +4,33 @@
 //! the next cluster-wide revision, which becomes the object's `metadata.resourceVersion`; a
 //! watch from revision `r` replays the events after `r`; compaction forgets old revisions, and
 //! asking for one of them is answered with 410 Expired. This is a core without I/O: the HTTP
-//! layer calls it under one lock and does all serialisation of responses outside it.
+//! layer calls it under one lock and does all parsing, patching, filtering and serialisation
+//! of responses outside it.
 //!
 //! ```text
-//!  revision:      1 (empty store)   2        3         4        5
+//!  revision:      F (first, empty)  F+1      F+2       F+3      F+4
 //!  history:            [ compacted | ADDED a | MODIFIED a | ADDED b | DELETED a ]
-//!                                   ^ events after `compacted` are kept, up to `history_limit`
+//!                                   ^ events after `compacted` are kept, up to `history`
+//!                                     events and `history_bytes` bytes
 //! ```
 //!
 //! # Invariants
 //! 1. `head` only grows, by exactly one per committed write; it is every object's newest
 //!    possible resourceVersion, and the resourceVersion of each stored object is the revision of
-//!    the write that produced it.
+//!    the write that produced it. The first revision is `compacted`: nothing before it can be
+//!    read or watched from (410), whatever an earlier run of the server issued.
 //! 2. `history` holds exactly the events with revisions `compacted + 1 ..= head`, in order,
-//!    one per revision: event `i` has revision `compacted + 1 + i`.
+//!    one per revision: event `i` has revision `compacted + 1 + i`. It never holds more than
+//!    `history` events, nor (beyond its newest event) more than `history_bytes` bytes.
 //! 3. A rejected write changes nothing: every check runs before [`Storage::commit`], the only
 //!    place that mutates objects, history or `head`.
 //! 4. An update that changes nothing is not a write: no revision, no event (etcd3's no-op
 //!    update).
+//! 5. Every stored object serialises to at most `max_object_bytes`, and all stored objects
+//!    together to at most `max_storage_bytes` (`stored_bytes` is their sum); a write over
+//!    either bound is refused. Deletes are always allowed.
+//! 6. Every stored name passed the kind's name rule (a DNS subdomain, so a path segment),
+//!    including names generated from `generateName`.
 //!
 //! # Concurrency
 //! None here; the caller wraps `Storage` in one mutex and never holds it across an await.
@@ -33,6 +42,12 @@
 //!   removal deletes).
 //! - Revisions are per server, as in one etcd; there is no watch cache in between, so every
 //!   read is consistent.
+//! - An object over `max_object_bytes` is refused with 413 RequestEntityTooLarge; upstream
+//!   passes etcd's "request is too large" through as a 500. A write past `max_storage_bytes`
+//!   is a 500 InternalError, as etcd's "database space exceeded" is upstream; the quota counts
+//!   the stored JSON of current objects, not history (which has its own bound).
+
+mod read;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -43,9 +58,26 @@ use serde_json::{Value, json};
 
 use super::errors::ApiError;
 use super::kinds::{KINDS, Kind};
+use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
 pub(crate) const INITIAL_REVISION: u64 = 1;
+
+/// How many generated names a create tries before giving up with AlreadyExists
+/// (`maxNameGenerationCreateAttempts`, kubernetes `registry/generic/registry/store.go`).
+const MAX_NAME_GENERATION_ATTEMPTS: usize = 8;
+
+/// Bytes charged for an event or an object beyond its JSON: the `Arc`s, the key, the `Value`.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The bounds storage keeps (see the invariants).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub history: usize,
+    pub history_bytes: usize,
+    pub max_object_bytes: usize,
+    pub max_storage_bytes: usize,
+}
 
 /// One stored object, with its JSON serialised once for every reader.
 #[derive(Debug)]
@@ -119,16 +151,6 @@ pub(crate) struct Preconditions {
     pub resource_version: Option<String>,
 }
 
-/// One page of a list.
-#[derive(Debug)]
-pub(crate) struct Page {
-    pub items: Vec<Arc<Stored>>,
-    /// The revision the page was read at.
-    pub rv: u64,
-    /// Set when more items follow: the key to continue after.
-    pub continue_after: Option<Key>,
-}
-
 /// Objects, revisions and history. See the module docs for the invariants.
 #[derive(Debug)]
 pub(crate) struct Storage {
@@ -136,11 +158,19 @@ pub(crate) struct Storage {
     head: u64,
     compacted: u64,
     history: VecDeque<Arc<Event>>,
-    history_limit: usize,
+    /// The bytes charged for `history` (each event's JSON plus [`ENTRY_OVERHEAD`]).
+    history_bytes: usize,
+    /// The bytes charged for `objects` (keeps I5).
+    stored_bytes: usize,
+    limits: Limits,
     /// Writes still to be hidden from watchers (`drop_next_events`).
     drop_next: u64,
     /// Counter behind `uid`s and `generateName` suffixes, so runs are reproducible.
     serial: u64,
+}
+
+fn cost(o: &Stored) -> usize {
+    o.json.len().saturating_add(ENTRY_OVERHEAD)
 }
 
 fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -163,13 +193,20 @@ fn spec_differs(a: &Value, b: &Value) -> bool {
 }
 
 impl Storage {
-    pub fn new(history_limit: usize) -> Self {
+    /// An empty store whose first revision is `first` (keeps I1: `first` is also the
+    /// compacted revision, so nothing before it is readable).
+    pub fn new(limits: Limits, first: u64) -> Self {
         Storage {
             objects: KINDS.iter().map(|_| BTreeMap::new()).collect(),
-            head: INITIAL_REVISION,
-            compacted: INITIAL_REVISION,
+            head: first,
+            compacted: first,
             history: VecDeque::new(),
-            history_limit: history_limit.max(1),
+            history_bytes: 0,
+            stored_bytes: 0,
+            limits: Limits {
+                history: limits.history.max(1),
+                ..limits
+            },
             drop_next: 0,
             serial: 0,
         }
@@ -185,6 +222,12 @@ impl Storage {
         self.compacted
     }
 
+    /// The bytes charged for the history (at most `history_bytes` plus one event).
+    #[cfg(test)]
+    pub fn history_bytes(&self) -> usize {
+        self.history_bytes
+    }
+
     pub fn get(&self, kind: usize, ns: &str, name: &str) -> Option<Arc<Stored>> {
         self.objects[kind]
             .get(&(ns.to_string(), name.to_string()))
@@ -193,113 +236,82 @@ impl Storage {
 
     /// Hides the next `n` writes from watchers.
     pub fn drop_next_events(&mut self, n: u64) {
-        self.drop_next += n;
+        self.drop_next = self.drop_next.saturating_add(n);
     }
 
     /// Forgets all history up to the head.
     pub fn compact(&mut self) -> u64 {
         self.history.clear();
+        self.history_bytes = 0;
         self.compacted = self.head; // keeps I2
         self.compacted
     }
 
-    fn expired(&self, rv: u64) -> ApiError {
-        ApiError::expired(format!(
-            "too old resource version: {rv} (compacted up to {})",
-            self.compacted
-        ))
+    /// Serialises `new` at the next revision and checks it against the size bounds (keeps I5):
+    /// 413 for an object over `max_object_bytes`, 500 when storage would pass its quota.
+    /// `replaces` is the object it takes the place of, whose bytes are given back.
+    fn stage(&self, new: Value, replaces: Option<&Stored>) -> Result<Arc<Stored>, ApiError> {
+        let rv = self
+            .head
+            .checked_add(1)
+            .ok_or_else(|| ApiError::internal_error("the revision counter is exhausted"))?;
+        let obj = Stored::new(new, rv);
+        let limit = self.limits.max_object_bytes;
+        if obj.json.len() > limit {
+            return Err(ApiError::entity_too_large(format!(
+                "the object would be {} bytes, more than the limit of {limit} bytes",
+                obj.json.len()
+            )));
+        }
+        let after = self
+            .stored_bytes
+            .saturating_sub(replaces.map_or(0, cost))
+            .saturating_add(cost(&obj));
+        if after > self.limits.max_storage_bytes && after > self.stored_bytes {
+            return Err(ApiError::internal_error(format!(
+                "database space exceeded: storing this would use {after} bytes, more than the quota of {} bytes",
+                self.limits.max_storage_bytes
+            )));
+        }
+        Ok(obj)
     }
 
-    /// The events after revision `after`, or 410 if some were compacted away.
-    pub fn events_after(&self, after: u64) -> Result<Vec<Arc<Event>>, ApiError> {
-        if after < self.compacted {
-            return Err(self.expired(after));
-        }
-        let skip = (after - self.compacted) as usize; // I2: index of revision after + 1
-        Ok(self.history.iter().skip(skip).cloned().collect())
+    /// The last state of an object being deleted, at the next revision: never refused by the
+    /// size bounds, since a delete frees space (keeps I5).
+    fn stage_delete(&self, last: Value) -> Result<Arc<Stored>, ApiError> {
+        let rv = self
+            .head
+            .checked_add(1)
+            .ok_or_else(|| ApiError::internal_error("the revision counter is exhausted"))?;
+        Ok(Stored::new(last, rv))
     }
 
-    /// Checks a requested revision for a read: 410 if compacted, 504 if in the future.
-    pub fn check_readable(&self, rv: u64) -> Result<(), ApiError> {
-        if rv < self.compacted {
-            Err(self.expired(rv))
-        } else if rv > self.head {
-            Err(ApiError::too_large_resource_version(rv, self.head))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// One page of `kind` objects in `ns` (all namespaces if `None`) as of revision `at`
-    /// (the head if `None`), after key `after`, keeping those `keep` accepts.
-    pub fn list(
-        &self,
-        kind: usize,
-        ns: Option<&str>,
-        at: Option<u64>,
-        after: Option<&Key>,
-        limit: Option<usize>,
-        keep: &dyn Fn(&Stored) -> bool,
-    ) -> Result<Page, ApiError> {
-        let rv = at.unwrap_or(self.head);
-        self.check_readable(rv)?;
-        // The state at `rv` is the current state with the writes after `rv` undone: the first
-        // later write to a key tells what the key held at `rv`.
-        let later: Vec<Arc<Event>> = self.events_after(rv)?;
-        let mut overlay: BTreeMap<&Key, Option<&Arc<Stored>>> = BTreeMap::new();
-        for e in later.iter().filter(|e| e.kind == kind) {
-            overlay.entry(&e.key).or_insert(e.prev.as_ref());
-        }
-        let in_scope = |k: &Key| ns.is_none_or(|n| k.0 == n) && after.is_none_or(|a| k > a);
-        let current = self.objects[kind]
-            .iter()
-            .filter(|(k, _)| in_scope(k))
-            .map(|(k, v)| (k, Some(v)));
-        let undone = overlay
-            .iter()
-            .filter(|(k, _)| in_scope(k))
-            .map(|(k, v)| (*k, *v));
-        let mut merged = merge_by_key(current, undone)
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .filter(|(_, v)| keep(v));
-        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        let mut items = Vec::new();
-        let mut last = None;
-        for (k, v) in merged.by_ref() {
-            items.push(v.clone());
-            last = Some(k);
-            if items.len() == limit {
-                break;
-            }
-        }
-        let more = items.len() == limit && merged.next().is_some();
-        Ok(Page {
-            items,
-            rv,
-            continue_after: if more { last.cloned() } else { None },
-        })
-    }
-
-    /// The only mutation point (keeps I1, I2, I3): stores `new` (or removes the key when it is
-    /// `None`), records the event, advances the head.
+    /// The only mutation point (keeps I1, I2, I3, I5): stores `obj` (or removes the key for a
+    /// delete), records the event, advances the head. `obj` comes from [`Storage::stage`] or,
+    /// for a delete, from [`Stored::new`] at the next revision.
     fn commit(
         &mut self,
         kind: usize,
         ty: EventType,
         key: Key,
-        new: Value,
+        obj: Arc<Stored>,
         prev: Option<Arc<Stored>>,
         hidden: bool,
     ) -> Arc<Stored> {
-        let rv = self.head + 1;
-        let obj = Stored::new(new, rv);
+        let rv = obj.rv;
+        debug_assert_eq!(Some(rv), self.head.checked_add(1));
+        self.stored_bytes = self
+            .stored_bytes
+            .saturating_sub(prev.as_deref().map_or(0, cost));
         if ty == EventType::Deleted {
             self.objects[kind].remove(&key);
         } else {
+            self.stored_bytes = self.stored_bytes.saturating_add(cost(&obj));
             self.objects[kind].insert(key.clone(), obj.clone());
         }
         let hidden = hidden || self.drop_next > 0;
         self.drop_next = self.drop_next.saturating_sub(1);
+        self.history_bytes = self.history_bytes.saturating_add(cost(&obj));
         self.history.push_back(Arc::new(Event {
             rv,
             kind,
@@ -309,8 +321,12 @@ impl Storage {
             prev,
             hidden,
         }));
-        while self.history.len() > self.history_limit {
+        // The newest event always stays, so a watcher at the head never sees 410 for it.
+        while self.history.len() > self.limits.history
+            || (self.history_bytes > self.limits.history_bytes && self.history.len() > 1)
+        {
             let old = self.history.pop_front().expect("non-empty");
+            self.history_bytes = self.history_bytes.saturating_sub(cost(&old.obj));
             self.compacted = old.rv; // keeps I2
         }
         self.head = rv;
@@ -318,8 +334,32 @@ impl Storage {
     }
 
     fn next_serial(&mut self) -> u64 {
-        self.serial += 1;
+        self.serial = self.serial.wrapping_add(1);
         self.serial
+    }
+
+    /// A name for `generateName` `prefix` not yet taken in `ns`; like upstream, up to eight
+    /// candidates are tried before AlreadyExists. Names are checked like any other (keeps I6).
+    fn generate_name(&mut self, kind: usize, ns: &str, prefix: &str) -> Result<String, ApiError> {
+        let k: &Kind = &KINDS[kind];
+        let mut name = String::new();
+        for _ in 0..MAX_NAME_GENERATION_ATTEMPTS {
+            // 7919 is prime to 36^5, so successive serials give distinct suffixes.
+            let n = (self.next_serial() % 60_466_176) * 7919 % 60_466_176;
+            name = validation::generated_name(prefix, &base36(n, validation::GENERATED_SUFFIX_LEN));
+            if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
+                if let Some(m) = validation::object_name(&name, false) {
+                    return Err(ApiError::invalid(
+                        k.group,
+                        k.kind,
+                        &name,
+                        &[("metadata.name", m)],
+                    ));
+                }
+                return Ok(name);
+            }
+        }
+        Err(ApiError::already_exists(k.group, k.plural, &name))
     }
 
     /// Creates an object from a prepared body (see `Kind::prepare`).
@@ -343,13 +383,22 @@ impl Storage {
                     &[("metadata.name", "name or generateName is required".into())],
                 ));
             }
-            name = format!(
-                "{prefix}{}",
-                base36(self.next_serial() * 7919 % 60_466_176, 5)
-            );
+            name = self.generate_name(kind, &ns, &prefix)?;
             obj["metadata"]["name"] = Value::String(name.clone());
+        } else if let Some(m) = validation::object_name(&name, false) {
+            return Err(ApiError::invalid(
+                k.group,
+                k.kind,
+                &name,
+                &[("metadata.name", m)],
+            )); // keeps I6
         }
-        if !meta_str(&obj, "resourceVersion").is_empty() {
+        // etcd3's store refuses a create carrying a resourceVersion with a plain error (a 500);
+        // one it cannot parse as a revision it ignores, as upstream does.
+        if meta_str(&obj, "resourceVersion")
+            .parse::<u64>()
+            .is_ok_and(|rv| rv != 0)
+        {
             return Err(ApiError::internal_error(
                 "metadata.resourceVersion must not be set on an object to be created",
             ));
@@ -374,7 +423,8 @@ impl Storage {
         {
             m.remove("status");
         }
-        Ok(self.commit(kind, EventType::Added, key, obj, None, hidden))
+        let staged = self.stage(obj, None)?;
+        Ok(self.commit(kind, EventType::Added, key, staged, None, hidden))
     }
 
     /// Replaces an object, or its status, from a prepared body.
@@ -461,7 +511,7 @@ impl Storage {
             }
             if k.tracks_generation && spec_differs(&obj, &cur.value) {
                 let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
-                obj["metadata"]["generation"] = json!(g + 1);
+                obj["metadata"]["generation"] = json!(g.saturating_add(1));
             }
         }
         obj["metadata"]["resourceVersion"] = Value::String(cur.rv.to_string());
@@ -472,9 +522,11 @@ impl Storage {
             .as_array()
             .is_none_or(|f| f.is_empty());
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
-            return Ok(self.commit(kind, EventType::Deleted, key, obj, Some(cur), false));
+            let last = self.stage_delete(obj)?;
+            return Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false));
         }
-        Ok(self.commit(kind, EventType::Modified, key, obj, Some(cur), false))
+        let staged = self.stage(obj, Some(&cur))?;
+        Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
     }
 
     /// Deletes an object; one with finalizers is only marked with `deletionTimestamp`.
@@ -532,9 +584,10 @@ impl Storage {
             {
                 obj["metadata"]["generation"] = json!(g + 1);
             }
-            return Ok(self.commit(kind, EventType::Modified, key, obj, Some(cur), false));
+            let staged = self.stage(obj, Some(&cur))?;
+            return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
         }
-        let last = cur.value.clone();
+        let last = self.stage_delete(cur.value.clone())?;
         Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false))
     }
 
@@ -563,34 +616,11 @@ impl Storage {
                         obj["metadata"][f] = v.clone();
                     }
                 }
-                Ok(self.commit(kind, EventType::Modified, key, obj, Some(cur), true))
+                let staged = self.stage(obj, Some(&cur))?;
+                Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), true))
             }
         }
     }
-}
-
-/// Merges two key-sorted streams; on equal keys the second wins.
-fn merge_by_key<'a, A, B, V>(a: A, b: B) -> impl Iterator<Item = (&'a Key, V)>
-where
-    A: Iterator<Item = (&'a Key, V)>,
-    B: Iterator<Item = (&'a Key, V)>,
-{
-    let mut a = a.peekable();
-    let mut b = b.peekable();
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some((ka, _)), Some((kb, _))) => {
-            if ka < kb {
-                a.next()
-            } else {
-                if ka == kb {
-                    a.next();
-                }
-                b.next()
-            }
-        }
-        (Some(_), None) => a.next(),
-        (None, _) => b.next(),
-    })
 }
 
 fn base36(mut n: u64, width: usize) -> String {
@@ -617,10 +647,18 @@ mod tests {
                "metadata": {"name": name, "namespace": "d"}, "data": {"v": v}})
     }
 
+    fn store(history: usize) -> Storage {
+        let limits = Limits {
+            history,
+            history_bytes: usize::MAX,
+            max_object_bytes: usize::MAX,
+            max_storage_bytes: usize::MAX,
+        };
+        Storage::new(limits, INITIAL_REVISION)
+    }
+
     fn names_at(st: &Storage, at: Option<u64>) -> Vec<(String, String)> {
-        let page = st
-            .list(CONFIGMAPS, None, at, None, None, &|_| true)
-            .unwrap();
+        let page = st.list(CONFIGMAPS, None, at, None, None).unwrap();
         page.items
             .iter()
             .map(|o| {
@@ -638,7 +676,7 @@ mod tests {
 
     #[test]
     fn a_list_at_an_old_revision_undoes_every_later_write() {
-        let mut st = Storage::new(100);
+        let mut st = store(100);
         st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap(); // 2
         st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
         let mut a2 = cm("a", "2");
@@ -654,20 +692,20 @@ mod tests {
 
     #[test]
     fn the_history_bound_compacts_and_old_reads_expire() {
-        let mut st = Storage::new(2);
+        let mut st = store(2);
         for n in ["a", "b", "c"] {
             st.create(CONFIGMAPS, cm(n, "1"), t(), false).unwrap(); // 2, 3, 4
         }
         assert_eq!((st.head(), st.compacted()), (4, 2)); // keeps I2
-        assert_eq!(st.events_after(2).unwrap().len(), 2);
-        assert_eq!(st.events_after(1).unwrap_err().code, 410);
+        assert_eq!(st.events_after(2, usize::MAX).unwrap().len(), 2);
+        assert_eq!(st.events_after(1, 9).unwrap_err().code, 410);
         assert_eq!(names_at(&st, Some(2)).len(), 1);
         assert_eq!(st.check_readable(9).unwrap_err().code, 504);
     }
 
     #[test]
     fn a_rejected_write_and_a_no_op_update_leave_head_and_history_alone() {
-        let mut st = Storage::new(10);
+        let mut st = store(10);
         let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
         let before = (st.head(), st.history.len());
         assert_eq!(
@@ -689,5 +727,90 @@ mod tests {
             .unwrap();
         assert_eq!(same.rv, a.rv); // keeps I4
         assert_eq!((st.head(), st.history.len()), before); // keeps I3
+    }
+
+    #[test]
+    fn a_store_starting_late_has_compacted_everything_before_its_first_revision() {
+        let limits = store(10).limits;
+        let mut st = Storage::new(limits, 1_000_000);
+        assert_eq!(st.events_after(999_999, 9).unwrap_err().code, 410); // keeps I1
+        let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
+        assert_eq!(a.rv, 1_000_001);
+        assert_eq!(st.events_after(1_000_000, 9).unwrap().len(), 1);
+        assert_eq!(st.check_readable(5).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn history_is_bounded_in_bytes_as_well_as_events() {
+        let mut st = store(1_000);
+        st.limits.history_bytes = 3 * (ENTRY_OVERHEAD + 10_200);
+        for i in 0..20 {
+            st.create(
+                CONFIGMAPS,
+                cm(&format!("c{i}"), &"x".repeat(10_000)),
+                t(),
+                false,
+            )
+            .unwrap();
+        }
+        assert!(st.history.len() <= 3, "{}", st.history.len()); // keeps I2
+        assert!(st.history_bytes() <= st.limits.history_bytes);
+        assert_eq!(st.compacted() + st.history.len() as u64, st.head());
+        assert_eq!(st.events_after(2, 99).unwrap_err().code, 410);
+    }
+
+    #[test]
+    fn an_object_over_the_size_limit_is_413_and_the_quota_refuses_growth_but_not_deletes() {
+        let mut st = store(10);
+        st.limits.max_object_bytes = 2_000;
+        assert_eq!(
+            st.create(CONFIGMAPS, cm("big", &"x".repeat(3_000)), t(), false)
+                .unwrap_err()
+                .code,
+            413
+        );
+        st.limits.max_storage_bytes = 2 * (ENTRY_OVERHEAD + 1_300);
+        st.create(CONFIGMAPS, cm("a", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+        st.create(CONFIGMAPS, cm("b", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+        let before = (st.head(), st.stored_bytes);
+        let e = st
+            .create(CONFIGMAPS, cm("c", &"x".repeat(1_000)), t(), false)
+            .unwrap_err();
+        assert_eq!((e.code, before), (500, (st.head(), st.stored_bytes))); // keeps I3, I5
+        st.delete(CONFIGMAPS, "d", "a", &Preconditions::default(), t())
+            .unwrap();
+        st.create(CONFIGMAPS, cm("c", &"x".repeat(1_000)), t(), false)
+            .unwrap();
+    }
+
+    #[test]
+    fn generated_names_are_checked_and_retried_past_taken_ones() {
+        let mut st = store(10);
+        let mut g = cm("", "1");
+        g["metadata"]["generateName"] = json!("web-");
+        let first = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
+        let name = first.value["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+        // The next serial's name is taken by hand: the create tries the one after.
+        st.serial = 0;
+        let second = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
+        assert_ne!(
+            second.value["metadata"]["name"],
+            first.value["metadata"]["name"]
+        );
+        g["metadata"]["generateName"] = json!("a/");
+        let e = st.create(CONFIGMAPS, g, t(), false).unwrap_err();
+        assert_eq!(e.code, 422); // keeps I6
+        let mut slash = cm("x", "1");
+        slash["metadata"]["name"] = json!("a/b");
+        assert_eq!(
+            st.create(CONFIGMAPS, slash, t(), false).unwrap_err().code,
+            422
+        );
     }
 }
