@@ -5,9 +5,9 @@
 //! kube-runtime 5.0.0 has no resync period. Two things come close: `Action::requeue(d)` from
 //! the reconciler (per object, like `RequeueAfter`), and `Controller::reconcile_all_on(stream)`
 //! (every object in the store, whenever the stream yields, like a resync tick). The timeline is
-//! the resync chapter's, in virtual hours: Widget `w` at generation 7, red; at hour 1 a spec
-//! change to green (generation 8); at hour 21 `silent_write` turns it blue on the server and
-//! no watch event is sent; stop at hour 35.
+//! the resync chapter's events on whole hours (see [`controlloop`] for why): Widget `w` at
+//! generation 7, red; at hour 1 a spec change to green (generation 8); at hour 21
+//! `silent_write` turns it blue on the server and no watch event is sent; stop at hour 35.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -164,20 +164,29 @@ pub fn kube_runtime(remedy: Remedy) -> Drift {
     })
 }
 
-/// This crate's side of the same timeline, from the resync chapter's own experiment: a
-/// 10-hour resync with `GenerationChanged`, or (`requeue_after`) a one-hour `requeue_after`
-/// that reads the live object.
+/// This crate's side, from the resync chapter's own experiment (`lab::resync::timeline`): a
+/// 10-hour resync with `GenerationChanged` reading the cache, or (`requeue_after`) a one-hour
+/// `requeue_after` that reads the live object. That timeline puts its writes on half hours
+/// (the change at 0.5 h, the lost writes at 21.5 h); [`script`] puts the same writes on whole
+/// hours, because kube-runtime's scheduler lets the 0.5 h trigger replace the pending hourly
+/// requeue and would move every later requeue onto the half hours, into the 21.5 h write.
 pub fn controlloop(requeue_after: bool) -> Drift {
-    use crate::lab::resync::{Setup, run};
-    let r = run(Setup {
-        requeue_after,
-        ..Setup::faithful()
-    });
+    use crate::lab::resync::{Read, Setup, run};
+    let setup = if requeue_after {
+        Setup {
+            requeue_after: Some(HOUR),
+            read: Read::Live,
+            ..Setup::faithful()
+        }
+    } else {
+        Setup::faithful()
+    };
+    let r = run(setup);
+    let of_w: Vec<_> = r.reconciles.iter().filter(|x| x.name == "w").collect();
     Drift {
-        reconciles: r.reconciles.len(),
-        colors_read: r.colors_seen(),
-        first_hour_blue_read: r
-            .reconciles
+        reconciles: of_w.len(),
+        colors_read: dedup(of_w.iter().map(|x| x.color.clone())),
+        first_hour_blue_read: of_w
             .iter()
             .find(|x| x.color == "blue")
             .map(|x| round3(x.hour)),
