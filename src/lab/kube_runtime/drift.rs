@@ -37,7 +37,8 @@ use crate::{
     resources::{Widget, WidgetSpec},
 };
 
-const HOUR: Duration = Duration::from_secs(3600);
+/// One virtual hour.
+pub const HOUR: Duration = Duration::from_secs(3600);
 
 /// How the kube-runtime controller of a drift run is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
