@@ -27,7 +27,9 @@ use parking_lot::Mutex;
 
 use super::{Log, Runtime};
 use crate::{
-    controller::{Context, Controller, Error, Release, Request, Result as ReconcileResult},
+    controller::{
+        Context, Controller, Error, Reconciler, Release, Request, Result as ReconcileResult,
+    },
     lab::rig::{self, Backend, Fixture, OBJECT, value_of},
 };
 
@@ -59,6 +61,29 @@ pub fn start(fixture: &mut Fixture, controllers: &[Controller<ConfigMap>]) {
     }
 }
 
+// book: ch11_fn_at_each_release
+/// This crate's controller once per controller-runtime release, each with the reconciler
+/// `reconcile(release)` returns, on `fixture`'s informer; the informer and the controllers
+/// are started.
+pub fn at_each_release<R: Reconciler<ConfigMap>>(
+    fixture: &mut Fixture,
+    name: &str,
+    reconcile: impl Fn(Release) -> R,
+) -> Vec<Controller<ConfigMap>> {
+    let mut controllers = vec![];
+    for release in Release::ALL {
+        let controller = Controller::builder(name).release(release); // the only difference
+        controllers.push(
+            controller
+                .build(&fixture.informer, reconcile(release))
+                .expect("controller"),
+        );
+    }
+    start(fixture, &controllers);
+    controllers
+}
+// book: end ch11_fn_at_each_release
+
 /// Stops every controller and the cluster.
 pub async fn stop(
     fixture: Fixture,
@@ -82,10 +107,9 @@ pub fn requeue_pending(always: bool) -> Log {
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let mut ours = vec![];
-        for release in Release::ALL {
+        let ours = at_each_release(&mut fixture, "requeue", |release| {
             let seen = log.clone();
-            let reconcile = move |_req: Request, _ctx: Context<ConfigMap>| {
+            move |_req: Request, _ctx: Context<ConfigMap>| {
                 let first = seen.record(Runtime::Controlloop(release), "reconcile") == 1;
                 async move {
                     Ok(if first || always {
@@ -94,15 +118,8 @@ pub fn requeue_pending(always: bool) -> Log {
                         ReconcileResult::done()
                     })
                 }
-            };
-            let controller = Controller::builder("requeue").release(release);
-            ours.push(
-                controller
-                    .build(&fixture.informer, reconcile)
-                    .expect("controller"),
-            );
-        }
-        start(&mut fixture, &ours);
+            }
+        });
 
         let seen = log.clone();
         let kube = log.drive(
@@ -163,10 +180,9 @@ pub fn error_backoff(failures: usize) -> Log {
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let mut ours = vec![];
-        for release in Release::ALL {
+        let ours = at_each_release(&mut fixture, "backoff", |release| {
             let seen = log.clone();
-            let reconcile = move |_req: Request, _ctx: Context<ConfigMap>| {
+            move |_req: Request, _ctx: Context<ConfigMap>| {
                 let run = seen.record(Runtime::Controlloop(release), "run");
                 async move {
                     if run <= failures {
@@ -175,15 +191,8 @@ pub fn error_backoff(failures: usize) -> Log {
                         Ok(ReconcileResult::done()) // forget: the next failure starts at 5 ms
                     }
                 }
-            };
-            let controller = Controller::builder("backoff").release(release);
-            ours.push(
-                controller
-                    .build(&fixture.informer, reconcile)
-                    .expect("controller"),
-            );
-        }
-        start(&mut fixture, &ours);
+            }
+        });
 
         let seen = log.clone();
         let fixed = log.drive(
@@ -251,10 +260,9 @@ pub fn deleted() -> Log {
         let mut fixture = fixture(&[]).await;
         let log = Log::new();
 
-        let mut ours = vec![];
-        for release in Release::ALL {
+        let ours = at_each_release(&mut fixture, "deleted", |release| {
             let seen = log.clone();
-            let reconcile = move |req: Request, ctx: Context<ConfigMap>| {
+            move |req: Request, ctx: Context<ConfigMap>| {
                 let note = read(&ctx, &req); // "NAME = VALUE", or "NAME gone"
                 seen.record(Runtime::Controlloop(release), &note);
                 async move {
@@ -264,15 +272,8 @@ pub fn deleted() -> Log {
                         ReconcileResult::requeue_after(5 * SEC)
                     })
                 }
-            };
-            let controller = Controller::builder("deleted").release(release);
-            ours.push(
-                controller
-                    .build(&fixture.informer, reconcile)
-                    .expect("controller"),
-            );
-        }
-        start(&mut fixture, &ours);
+            }
+        });
 
         let seen = log.clone();
         let kube = log.drive(
