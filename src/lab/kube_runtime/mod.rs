@@ -27,9 +27,16 @@
 //! # Invariants
 //! 1. Both controllers of an experiment watch the same objects on the same embedded server,
 //!    and their reconcilers do the same work: a difference in the log is a difference between
-//!    the runtimes, never between the setups.
+//!    the runtimes, never between the setups. The one exception is named where it is made:
+//!    the drift rows take this crate's side from the resync chapter's own runs, whose writes
+//!    fall on half hours, and kube-runtime's from [`drift::script`], on whole hours.
 //! 2. Virtual-time experiments run on [`crate::lab::rig::paused`] with the server in-process, so
 //!    every instant in a [`Log`] is exact and repeats from run to run.
+//! 3. Where a run's result is the queue's decision (a requeue pending under a new trigger, the
+//!    error backoff, a deleted object's waiting requeue, how soon a worker gets a new key),
+//!    this crate's controller runs once per [`Release`] ([`semantics::at_each_release`]) and
+//!    logs as `Runtime::Controlloop(release)`; elsewhere it runs at the default release
+//!    ([`Runtime::ours`]).
 //!
 //! # Concurrency
 //! A [`Log`] is a `parking_lot::Mutex<Vec<_>>` taken for one push or one copy, never across an
