@@ -125,6 +125,10 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
         .into_iter()
         .filter(|e| names.is_empty() || names.iter().any(|n| n == e.name))
         .collect();
+    // The command redraws the committed figures from this run (`cargo test` only checks them),
+    // and repeats real-clock runs in full.
+    book::plot::redraw_figures();
+    book::measured::set_command_run();
     println!("running {} experiment(s)", chosen.len());
     let mut failed = Vec::new();
     for e in &chosen {
@@ -139,6 +143,12 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
                 failed.push(e.name);
             }
         }
+    }
+    for path in book::plot::redrawn() {
+        println!("redrew {} (review its diff)", path.display());
+    }
+    for line in essay_figures_outside() {
+        println!("{line}");
     }
     if !failed.is_empty() {
         bail!(
@@ -177,9 +187,70 @@ fn run_apiserver(port: u16) -> anyhow::Result<()> {
     })
 }
 
-/// A progress bar that spins while an experiment runs (its steps are not counted).
+/// The tables that hold the essays' figures against this book's bands, each row ending in
+/// its verdict (`inside`/`outside …`).
+const ESSAY_TABLES: [&str; 2] = ["ch01_essay", "ch06_essay_vs_book"];
+
+/// Every essay figure that this run's tables put outside its band, one line each. Reads the
+/// verdicts the experiments wrote (a table that changed is left as `.snap.new`: that one is
+/// this run's).
+fn essay_figures_outside() -> Vec<String> {
+    let mut out = Vec::new();
+    for name in ESSAY_TABLES {
+        let path = book::snap::path(name);
+        let fresh = path.with_extension("snap.new");
+        let Ok(raw) = std::fs::read_to_string(&fresh).or_else(|_| std::fs::read_to_string(&path))
+        else {
+            continue;
+        };
+        let body = raw.splitn(4, '\n').nth(3).unwrap_or_default();
+        out.extend(outside_rows(body).into_iter().map(|(figure, verdict)| {
+            format!("essay figure outside its band ({name}): {figure}: {verdict}")
+        }));
+    }
+    out
+}
+
+/// The rows of an essay table (Markdown, or columns separated by spaces) whose last cell, the
+/// verdict, says `outside`: each as (the figure, the verdict's first clause).
+fn outside_rows(table: &str) -> Vec<(String, String)> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let (figure, verdict) = if line.starts_with('|') {
+                let cells: Vec<&str> = line
+                    .split('|')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                (cells.first()?.to_string(), cells.last()?.to_string())
+            } else {
+                let (figure, verdict) = line.trim_end().rsplit_once(' ')?;
+                (
+                    figure.split_whitespace().collect::<Vec<_>>().join(" "),
+                    verdict.to_owned(),
+                )
+            };
+            let verdict = verdict
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            verdict.starts_with("outside").then_some((figure, verdict))
+        })
+        .collect()
+}
+
+/// A progress bar that spins while an experiment runs (its steps are not counted), with the
+/// time it has taken so far.
 fn spinner(message: String) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    let bar = indicatif::ProgressBar::new_spinner()
+        .with_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed:>4}")
+                .expect("a valid template"),
+        )
+        .with_message(message);
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
 }
@@ -236,14 +307,19 @@ fn run_burst(args: &BurstArgs) -> anyhow::Result<()> {
 }
 
 fn build_site() -> anyhow::Result<PathBuf> {
-    let out = site::build(&site::book_root(), None)?;
-    println!("the book is at {}", out.join("index.html").display());
-    Ok(out)
+    site::build(&site::book_root(), None)
 }
 
+/// Ends the command: where the site is and how to serve it, or serves it.
 fn finish(out: PathBuf, serve: bool, port: u16) -> anyhow::Result<()> {
+    println!("the book is at {}", out.join("index.html").display());
     if serve {
         tokio::runtime::Runtime::new()?.block_on(site::serve(&out, port))?;
+    } else {
+        println!(
+            "serve it with `cargo run -- --serve site` (http://127.0.0.1:{port}/), or open that \
+             file in a browser"
+        );
     }
     Ok(())
 }
@@ -266,7 +342,16 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
-    let estimates = costs::collect(&target.join("criterion"))?;
+    if run {
+        match costs::run_upstream_bench(&target) {
+            Ok(true) => {}
+            Ok(false) => eprintln!("no Go toolchain on PATH: client-go's rows are left out"),
+            Err(e) => eprintln!("client-go's rows are left out: {e}"),
+        }
+    }
+    let mut estimates = costs::collect(&target.join("criterion"))?;
+    estimates.extend(costs::collect_upstream(&target)?);
+    estimates.sort_by(|a, b| a.id.cmp(&b.id));
     if estimates.is_empty() {
         bail!(
             "no saved estimates under {}: run `cargo bench` or pass --run",
@@ -280,4 +365,31 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
         path.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outside_rows;
+
+    #[test]
+    fn outside_rows_reads_both_table_shapes() {
+        let columns = "figure               essay   band            verdict\n\
+                       queue reconciles    148497   [64..=32000]    outside\n\
+                       channel violations   21940   [0..=64000]     inside\n";
+        assert_eq!(
+            outside_rows(columns),
+            [(
+                "queue reconciles 148497 [64..=32000]".to_owned(),
+                "outside".to_owned()
+            )]
+        );
+        let markdown = "| the essay reports | ours | band | verdict |\n|---|---|---|---|\n\
+                        | about 24 | 11 | [16..=91] | inside the band; unlike the count |\n\
+                        | about 99 | 11 | [16..=91] | outside the band; unlike the count |\n";
+        assert_eq!(
+            outside_rows(markdown),
+            [("about 99".to_owned(), "outside the band".to_owned())]
+        );
+        assert!(outside_rows(&markdown.replace("outside", "inside")).is_empty());
+    }
 }

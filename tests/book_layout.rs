@@ -7,7 +7,7 @@
 //! snapshot is shown by some chapter, that no chapter contains a code fence rustdoc would
 //! silently compile as Rust, and that every chapter block marked `# // book: NAME` is, line for
 //! line, the crate code between `// book: NAME` and `// book: end NAME` that
-//! `cargo run --release` runs. Every chapter that shows a snapshot must register an experiment
+//! `cargo run` runs. Every chapter that shows a snapshot must register an experiment
 //! that records it.
 
 use std::{
@@ -128,7 +128,7 @@ fn summary_lists_exactly_the_chapter_files() {
 fn every_include_resolves() {
     for (chapter, path) in includes() {
         if path.starts_with("measured/") {
-            // This run's measured values: written by `cargo run --release`, or as a placeholder
+            // This run's measured values: written by `cargo run`, or as a placeholder
             // by the site build (`book::measured`); never committed.
             continue;
         }
@@ -216,7 +216,7 @@ fn every_experiment_and_band_names_a_chapter_that_exists() {
 
 /// A chapter block and the crate's copy of it, found by their `book:` markers.
 ///
-/// A chapter shows an experiment's code, and `cargo run --release` runs the crate's copy of
+/// A chapter shows an experiment's code, and `cargo run` runs the crate's copy of
 /// the same code (registered in `src/book/chapters.rs`). The two are one text: a chapter block
 /// marks the lines it shares with a hidden `# // book: NAME` (up to `# // book: end NAME` or the
 /// end of the block), and the crate marks them with `// book: NAME` … `// book: end NAME`.
@@ -421,7 +421,7 @@ fn every_chapter_that_shows_a_snapshot_has_a_registered_experiment() {
         .collect();
     assert!(
         unregistered.is_empty(),
-        "chapters that show snapshots but register no experiment for `cargo run --release` \
+        "chapters that show snapshots but register no experiment for `cargo run` \
          (src/book/chapters.rs): {unregistered:?}"
     );
 }

@@ -67,7 +67,7 @@ pub fn table() -> String {
     // book: end ch10_bands
 }
 
-/// Records chapter 10's band table (the `cargo run --release` experiment).
+/// Records chapter 10's band table (the `cargo run` experiment).
 pub fn experiment() {
     crate::book::snap::text("ch10_bands", table());
 }

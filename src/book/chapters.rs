@@ -4,7 +4,7 @@
 //! - a doctest module (`book::chapters::doctests::chNN_…`) whose documentation is the chapter's
 //!   Markdown, so `cargo test` compiles and runs every Rust block in it and names each test after
 //!   the chapter file and line;
-//! - the chapter's [`Experiment`]s, which `cargo run --release` runs before it builds the site
+//! - the chapter's [`Experiment`]s, which `cargo run` runs before it builds the site
 //!   (they record the same snapshots the chapter checks, and this run's measured values);
 //! - the list `tests/book_layout.rs` holds against `chapters/` and `chapters/SUMMARY.md`.
 
@@ -13,7 +13,7 @@ use crate::lab;
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
 pub struct Experiment {
-    /// A short stable name, used on the command line (`cargo run --release -- run NAME`).
+    /// A short stable name, used on the command line (`cargo run -- run NAME`).
     pub name: &'static str,
     /// The chapter file (in `chapters/`) that shows its results.
     pub chapter: &'static str,
@@ -29,7 +29,7 @@ pub struct Chapter {
     pub file: &'static str,
     /// The doctest module's name.
     pub module: &'static str,
-    /// The experiments `cargo run --release` runs for it, in order.
+    /// The experiments `cargo run` runs for it, in order.
     pub experiments: &'static [Experiment],
 }
 

@@ -8,9 +8,14 @@
 //! the command only re-renders whatever estimates are already saved (after a
 //! `cargo bench --bench NAME` of your own, say).
 //!
-//! Targets are stated two ways: an absolute ceiling ([`Goal::AtMost`]) for the figures the
-//! project set itself against client-go's, and a ratio against a peer measured in the same run
-//! ([`Goal::FasterThan`]), which is the only comparison that survives a loaded machine.
+//! client-go's own workqueue is measured in the same sitting: `costs --run` also runs the Go
+//! benchmark in `upstream/bench` (the same row names, on client-go v0.36.3) when a Go toolchain
+//! is on `PATH` (see `upstream/README.md` for the module setup), saves its output beside
+//! criterion's, and [`parse_go_bench`] reads it back as estimates named `client-go:ROW`.
+//!
+//! Targets are stated two ways: an absolute ceiling ([`Goal::AtMost`]), and a ratio against a
+//! peer measured in the same sitting ([`Goal::FasterThan`]) — for the workqueue, client-go
+//! itself — which is the only comparison that survives a loaded machine.
 
 use std::{
     fmt::Write as _,
@@ -72,24 +77,109 @@ pub struct Target {
     pub why: &'static str,
 }
 
-/// The project's speed targets.
+/// How the estimates of client-go's benchmark (`upstream/bench`) are named: this prefix, then
+/// the row name the port's benchmark uses.
+pub const UPSTREAM: &str = "client-go:";
+
+/// The project's speed targets: the workqueue at half of client-go's cost, row for row, in the
+/// same sitting.
 pub const TARGETS: &[Target] = &[
     Target {
         id: "workqueue/add_get_done/1_task",
-        goal: Goal::AtMost(Duration::from_nanos(70)),
-        why: "about half of client-go's figure on this machine class",
+        goal: Goal::FasterThan {
+            peer: "client-go:workqueue/add_get_done/1_task",
+            ratio: 2.0,
+        },
+        why: "half of client-go's cost, same sitting",
     },
     Target {
         id: "workqueue/add_duplicate/1_task",
-        goal: Goal::AtMost(Duration::from_nanos(11)),
-        why: "about half of client-go's figure on this machine class",
+        goal: Goal::FasterThan {
+            peer: "client-go:workqueue/add_duplicate/1_task",
+            ratio: 2.0,
+        },
+        why: "half of client-go's cost, same sitting",
     },
     Target {
         id: "workqueue/add_get_done/16_tasks",
-        goal: Goal::AtMost(Duration::from_nanos(100)),
-        why: "about half of client-go's figure on this machine class",
+        goal: Goal::FasterThan {
+            peer: "client-go:workqueue/add_get_done/16_tasks",
+            ratio: 2.0,
+        },
+        why: "half of client-go's cost, same sitting",
+    },
+    Target {
+        id: "workqueue/contention_16x64x320k/Queue",
+        goal: Goal::FasterThan {
+            peer: "client-go:workqueue/contention_16x64x320k/Queue",
+            ratio: 1.0,
+        },
+        why: "no slower than client-go's queue in chapter 01's harness, same sitting",
     },
 ];
+
+/// Where `costs --run` saves the Go benchmark's output, under the target directory.
+pub const UPSTREAM_OUTPUT: &str = "criterion/client-go-bench.txt";
+
+/// Reads `go test -bench` output into estimates named [`UPSTREAM`]`ROW`: the median of a row's
+/// `ns/op` over its repetitions (`-count`), with the lowest and highest as the interval. A
+/// benchmark's name maps to the port's row by lowering it and splitting its first part at
+/// capitals (`BenchmarkWorkqueueContention_16x64x320k/Queue-2` →
+/// `workqueue/contention_16x64x320k/Queue`); the `-N` suffix (GOMAXPROCS) is dropped.
+pub fn parse_go_bench(output: &str) -> Vec<Estimate> {
+    let mut rows: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for line in output.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(name) = fields.next().and_then(|n| n.strip_prefix("Benchmark")) else {
+            continue;
+        };
+        let fields: Vec<&str> = fields.collect();
+        let Some(ns) = fields
+            .windows(2)
+            .find(|w| w[1] == "ns/op")
+            .and_then(|w| w[0].parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let name = match name.rsplit_once('-') {
+            Some((n, procs)) if procs.chars().all(|c| c.is_ascii_digit()) => n,
+            _ => name,
+        };
+        let (first, rest) = name
+            .split_once('/')
+            .map_or((name, None), |(a, b)| (a, Some(b)));
+        let mut id = String::new();
+        for (i, c) in first.char_indices() {
+            if c.is_ascii_uppercase() && i > 0 {
+                id.push('/');
+            }
+            id.push(c.to_ascii_lowercase());
+        }
+        if let Some(rest) = rest {
+            id.push('/');
+            id.push_str(rest);
+        }
+        rows.entry(format!("{UPSTREAM}{id}")).or_default().push(ns);
+    }
+    let ns = |x: f64| Duration::from_nanos(x.max(0.0).round() as u64);
+    rows.into_iter()
+        .map(|(id, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let mid = v.len() / 2;
+            let median = if v.len() % 2 == 1 {
+                v[mid]
+            } else {
+                (v[mid - 1] + v[mid]) / 2.0
+            };
+            Estimate {
+                id,
+                median: ns(median),
+                interval: (ns(v[0]), ns(v[v.len() - 1])),
+                elements: None,
+            }
+        })
+        .collect()
+}
 
 /// How a target fared in a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +257,9 @@ pub enum CostsError {
         /// What went wrong.
         source: std::io::Error,
     },
+    /// client-go's benchmark did not build or run; Go's output.
+    #[error("upstream/bench (go test -bench) failed:\n{0}")]
+    Upstream(String),
     /// A criterion file is not what criterion writes.
     #[error("{path}: not a criterion estimate: {source}")]
     Format {
@@ -338,12 +431,49 @@ pub fn render(run: &RunInfo, estimates: &[Estimate], targets: &[Target]) -> Stri
         let _ = writeln!(s, "| `{}` | {} | {figure} | {verdict} |", t.id, t.why);
     }
     let _ = writeln!(s);
+    let upstream: Vec<&Estimate> = estimates
+        .iter()
+        .filter(|e| e.id.starts_with(UPSTREAM))
+        .collect();
+    if upstream.is_empty() {
+        let _ = writeln!(
+            s,
+            "client-go's benchmark (`upstream/bench`) was not run in this sitting.\n"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "client-go v0.36.3's workqueue, the same rows run by `upstream/bench` in this sitting \
+             (`go test -bench`, GOMAXPROCS=2; median of the repetitions, lowest to highest):\n"
+        );
+        let _ = writeln!(
+            s,
+            "| row | this crate | client-go | client-go's range | this crate / client-go |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|");
+        for g in upstream {
+            let row = &g.id[UPSTREAM.len()..];
+            let ours = estimates.iter().find(|e| e.id == row);
+            let _ = writeln!(
+                s,
+                "| `{row}` | {} | {} | {} – {} | {} |",
+                ours.map(|e| time(e.median))
+                    .unwrap_or_else(|| "not run".into()),
+                time(g.median),
+                time(g.interval.0),
+                time(g.interval.1),
+                ours.map(|e| format!("{:.2}", e.median.as_secs_f64() / g.median.as_secs_f64()))
+                    .unwrap_or_default(),
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "| benchmark | median | 95 % interval of the median | throughput |"
     );
     let _ = writeln!(s, "|---|---|---|---|");
-    for e in estimates {
+    for e in estimates.iter().filter(|e| !e.id.starts_with(UPSTREAM)) {
         let _ = writeln!(
             s,
             "| `{}` | {} | {} – {} | {} |",
@@ -355,6 +485,59 @@ pub fn render(run: &RunInfo, estimates: &[Estimate], targets: &[Target]) -> Stri
         );
     }
     s
+}
+
+/// Runs client-go's benchmark (`upstream/bench`, 5 repetitions, GOMAXPROCS=2) and saves its
+/// output to [`UPSTREAM_OUTPUT`] under `target_dir`. `Ok(false)` when no Go toolchain is on
+/// `PATH`; an error, with Go's own words, when the module cannot build (see
+/// `upstream/README.md` for an offline module setup).
+pub fn run_upstream_bench(target_dir: &Path) -> Result<bool, CostsError> {
+    let upstream = Path::new(env!("CARGO_MANIFEST_DIR")).join("upstream");
+    let io = |source| CostsError::Io {
+        path: upstream.clone(),
+        source,
+    };
+    let path = target_dir.join(UPSTREAM_OUTPUT);
+    // A failed run leaves no earlier run's figures behind to be read as this sitting's.
+    let _ = fs::remove_file(&path);
+    let go_found = std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !go_found {
+        return Ok(false);
+    }
+    let out = std::process::Command::new("go")
+        .args([
+            "test", "-run", "^$", "-bench", ".", "-cpu", "2", "-count", "5",
+        ])
+        .arg("./bench")
+        .current_dir(&upstream)
+        .output()
+        .map_err(io)?;
+    if !out.status.success() {
+        return Err(CostsError::Upstream(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    fs::create_dir_all(path.parent().expect("a parent folder")).map_err(io)?;
+    fs::write(&path, &out.stdout).map_err(|source| CostsError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(true)
+}
+
+/// Reads the Go benchmark's saved output under `target_dir`, if a run saved one.
+pub fn collect_upstream(target_dir: &Path) -> Result<Vec<Estimate>, CostsError> {
+    let path = target_dir.join(UPSTREAM_OUTPUT);
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(parse_go_bench(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(CostsError::Io { path, source }),
+    }
 }
 
 /// Writes `text` to [`REFERENCE_RUN`].
@@ -379,6 +562,39 @@ mod tests {
             median: Duration::from_nanos(ns),
             interval: (Duration::from_nanos(ns - 1), Duration::from_nanos(ns + 1)),
             elements: Some(1),
+        }
+    }
+
+    const GO_OUTPUT: &str = "goos: linux
+pkg: controlloop/upstream/bench
+BenchmarkWorkqueue/add_get_done/1_task-2    \t 2000000\t       137.0 ns/op
+BenchmarkWorkqueue/add_get_done/1_task-2    \t 2000000\t       140.2 ns/op
+BenchmarkWorkqueue/add_get_done/1_task-2    \t 2000000\t       136.4 ns/op
+BenchmarkWorkqueueContention_16x64x320k/Queue-2 \t 57\t  17500000 ns/op\t 17.00 ms/run\t 320000 reconciles\t 0 violations
+PASS
+ok  \tcontrolloop/upstream/bench\t12.3s
+";
+
+    #[test]
+    fn go_bench_output_is_read_as_the_ports_rows() {
+        let got = parse_go_bench(GO_OUTPUT);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].id, "client-go:workqueue/add_get_done/1_task");
+        assert_eq!(got[0].median, Duration::from_nanos(137));
+        assert_eq!(
+            got[0].interval,
+            (Duration::from_nanos(136), Duration::from_nanos(140))
+        );
+        assert_eq!(got[1].id, "client-go:workqueue/contention_16x64x320k/Queue");
+        assert_eq!(
+            got[1].median,
+            Duration::from_millis(17) + Duration::from_micros(500)
+        );
+        // Every target's peer is a row the Go benchmark prints under this naming.
+        for t in TARGETS {
+            if let Goal::FasterThan { peer, .. } = t.goal {
+                assert!(peer.starts_with(UPSTREAM), "{peer}");
+            }
         }
     }
 
@@ -451,9 +667,28 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(text.contains("not run | — |"), "{text}");
+        assert!(text.contains("was not run in this sitting"), "{text}");
+        // With client-go's rows from the same sitting, the ratio target is judged.
+        let mut both = got.clone();
+        both.extend(parse_go_bench(GO_OUTPUT));
+        both.sort_by(|a, b| a.id.cmp(&b.id));
+        let text = render(&RunInfo::here("--quick"), &both, &TARGETS[..1]);
         assert!(
-            text.contains("82.0 ns against ≤ 70.0 ns | **missed** |"),
+            text.contains(
+                "| 1.67× `client-go:workqueue/add_get_done/1_task` against ≥ 2.00× | **missed** |"
+            ),
             "{text}"
+        );
+        assert!(
+            text.contains(
+                "| `workqueue/add_get_done/1_task` | 82.0 ns | 137 ns | 136 ns – 140 ns | 0.60 |"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("| `client-go:"),
+            "client-go rows stay out of the port's table: {text}"
         );
         fs::remove_dir_all(dir).unwrap();
     }

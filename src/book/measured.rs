@@ -6,7 +6,7 @@
 //! `chapters/measured/NAME.md` (ignored by git), and the chapter shows them with
 //! `{{#include measured/NAME.md}}` right after the banded table.
 //!
-//! A site built without running the experiments (`cargo run --release -- site`, or a fresh
+//! A site built without running the experiments (`cargo run -- site`, or a fresh
 //! clone) gets a placeholder in their place that says so: [`ensure_placeholders`] writes one for
 //! every include that no run has written yet.
 
@@ -14,13 +14,29 @@ use std::{
     fmt::Display,
     fs,
     path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
 };
+
+static COMMAND_RUN: AtomicBool = AtomicBool::new(false);
+
+/// Marks this process as the `controlloop` command (`cargo run`), for the rest of the process:
+/// experiments that repeat a real-clock run to show its spread repeat it in full. `cargo test`
+/// never sets it, so the same blocks stay quick as doctests.
+pub fn set_command_run() {
+    COMMAND_RUN.store(true, Ordering::SeqCst);
+}
+
+/// Whether this process is the `controlloop` command rather than `cargo test` (see
+/// [`set_command_run`]).
+pub fn command_run() -> bool {
+    COMMAND_RUN.load(Ordering::SeqCst)
+}
 
 /// The folder of measured values, inside the book's source folder.
 pub const MEASURED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/chapters/measured");
 
 /// The text a placeholder carries.
-pub const PLACEHOLDER: &str = "*Not measured in this build: `cargo run --release` runs the \
+pub const PLACEHOLDER: &str = "*Not measured in this build: `cargo run` runs the \
 experiments and writes this run's values here.*\n";
 
 /// The file that holds the measured values `name`.
@@ -32,12 +48,17 @@ pub fn path(name: &str) -> PathBuf {
 pub fn record(name: &str, markdown: impl Display) -> std::io::Result<()> {
     fs::create_dir_all(MEASURED_DIR)?;
     let build = if cfg!(debug_assertions) {
-        "debug"
+        "dev profile"
     } else {
-        "release"
+        "release profile"
+    };
+    let by = if command_run() {
+        "`cargo run`"
+    } else {
+        "`cargo test`"
     };
     let text = format!(
-        "*Measured by this build's last run ({build} build, {} cores available):*\n\n{markdown}\n",
+        "*Measured by this build's last run ({by}, {build}, {} cores available):*\n\n{markdown}\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     fs::write(path(name), text)

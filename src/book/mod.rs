@@ -3,11 +3,12 @@
 //! No upstream file: this is the executable book's own support.
 //!
 //! - [`mod@chapters`]: the registry. Each chapter is listed once, with the experiments
-//!   `cargo run --release` runs for it; the same list makes every chapter a doctest.
+//!   `cargo run` runs for it; the same list makes every chapter a doctest.
 //! - [`snap`]: named insta snapshots in the top-level `snapshots/` folder.
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
 //! - [`bands`]: the table of every band the book pins.
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
+//! - [`plot`]: the chapters' figures as SVG, each held to what its run draws.
 //! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
 //! - [`links`]: the built site's links, each checked to resolve.
@@ -24,6 +25,7 @@ pub mod costs;
 pub mod drills;
 pub mod links;
 pub mod measured;
+pub mod plot;
 pub mod site;
 pub mod snap;
 

@@ -58,3 +58,45 @@ pub fn stored(name: &str) -> Option<String> {
     let raw = std::fs::read_to_string(path(name)).ok()?;
     Some(raw.splitn(4, '\n').nth(3).unwrap_or_default().to_owned())
 }
+
+/// Whether a stored snapshot has the three-line header (`---`, `source: …`, `---`) that pages
+/// skip with `{{#include ../snapshots/NAME.snap:4:}}` and [`stored`] strips. insta adds an
+/// `assertion_line:` when a snapshot is written from an assertion, which shifts the body down.
+pub fn has_three_line_header(raw: &str) -> bool {
+    let mut lines = raw.lines();
+    lines.next() == Some("---")
+        && lines.next().is_some_and(|l| l.starts_with("source: "))
+        && lines.next() == Some("---")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_snapshot_has_the_header_pages_skip() {
+        let mut bad = Vec::new();
+        for entry in std::fs::read_dir(SNAPSHOT_DIR).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "snap")
+                && !has_three_line_header(&std::fs::read_to_string(&p).unwrap())
+            {
+                bad.push(p.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "snapshots whose header is not three lines (delete the `assertion_line:` line): {bad:?}"
+        );
+    }
+
+    #[test]
+    fn an_assertion_line_in_the_header_is_caught() {
+        assert!(has_three_line_header(
+            "---\nsource: src/book/snap.rs\n---\nbody\n"
+        ));
+        assert!(!has_three_line_header(
+            "---\nsource: src/book/snap.rs\nassertion_line: 37\n---\nbody\n"
+        ));
+    }
+}

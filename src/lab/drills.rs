@@ -1,7 +1,7 @@
 //! Chapter 09's experiments: the short run under each spoken drill, each one driving the
 //! crate's handler, queue or informer directly. The chapter shows each function's body as its
 //! block (`tests/book_layout.rs` keeps the two identical); [`experiment`] runs them for
-//! `cargo run --release` and records the same snapshots.
+//! `cargo run` and records the same snapshots.
 
 use std::{
     sync::{

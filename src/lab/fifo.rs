@@ -5,7 +5,7 @@
 //! The body of every `pub fn ch03_…` here is a block of `chapters/03-realfifo.md`, and so is
 //! every function such a block defines: each is a region marked `// book: NAME`, which
 //! `tests/book_layout.rs` holds equal to the chapter's copy, so the page shows the code
-//! `cargo run --release` runs. The rest of this module is the rig those blocks stand on: the
+//! `cargo run` runs. The rest of this module is the rig those blocks stand on: the
 //! objects they queue and the labels they print.
 //!
 //! Every FIFO is built the way an informer builds it: [`select_fifo`] on the gates of an

@@ -3,13 +3,13 @@
 //! [`rig`] starts the paused or real runtime, the embedded cluster and an informer on it, writes
 //! to an object, and records what reconcilers observed: the lines a chapter block hides because
 //! they do not carry its claim. The other modules hold each chapter's experiments as functions
-//! that `cargo run --release` runs (registered in [`mod@crate::book::chapters`]): each runs the
+//! that `cargo run` runs (registered in [`mod@crate::book::chapters`]): each runs the
 //! experiment, checks every durable claim, and records its results through
 //! [`crate::book::snap`] exactly as the chapter does, so the page and the run can never disagree
 //! about what was measured.
 //!
 //! Only [`rig`] is documented API. The experiment modules are public so that the chapters' blocks
-//! (which mirror them verbatim) and `cargo run --release` can call them, and hidden from the
+//! (which mirror them verbatim) and `cargo run` can call them, and hidden from the
 //! documentation because they are the book's code, not the crate's interface.
 
 #[doc(hidden)]

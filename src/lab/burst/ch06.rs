@@ -1,10 +1,10 @@
 //! Chapter 06's experiments ("The deduplication you rely on isn't always on"), shared by the
-//! chapter's doctests and `cargo run --release`. Each function runs, checks the durable
+//! chapter's doctests and `cargo run`. Each function runs, checks the durable
 //! claims, records its snapshot and returns what it measured, so the chapter can assert more on
 //! top. Every storm runs through [`super::run`], whose body for the faithful controller is the
 //! chapter's first block.
 
-use std::{fmt::Write as _, path::Path, time::Duration};
+use std::{fmt::Write as _, time::Duration};
 
 use super::{
     Clock, Params, Report, Variant, bands,
@@ -186,19 +186,6 @@ pub fn repeated_virtual(n: usize) -> Vec<Report> {
     distinct
 }
 
-/// Regenerates the cost-sweep plot from `reports` and compares it with the file the chapter
-/// shows; with `write`, rewrites the file instead. Returns whether the file was current.
-pub fn cost_plot(reports: &[Report], write: bool) -> std::io::Result<bool> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(sweeps::PLOT_PATH);
-    let svg = sweeps::cost_plot_svg(reports);
-    let current = std::fs::read_to_string(&path).ok().as_deref() == Some(svg.as_str());
-    if write && !current {
-        std::fs::create_dir_all(path.parent().expect("a parent folder"))?;
-        std::fs::write(&path, svg)?;
-    }
-    Ok(current)
-}
-
 /// What the essay reports about the storm, as this book quotes it (chapter 06): the only
 /// figure is the reconcile count of [`ESSAY`]; for the sweeps it reports the shape only.
 pub const ESSAY_RECONCILES: u64 = 24;
@@ -294,9 +281,13 @@ pub fn run_virtual() {
         "virtual time must repeat exactly"
     );
     let cost = sweep(Sweep::Cost);
-    cost_plot(&cost, true).expect("write the plot");
     let writes = sweep(Sweep::Writes);
     let gap = sweep(Sweep::Gap);
+    for (s, reports) in Sweep::ALL.iter().zip([&cost, &writes, &gap]) {
+        super::plot::sweep_figure(*s, reports)
+            .publish()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     snap::text("ch06_essay_vs_book", essay_table(&cost, &writes, &gap));
     below_gap_virtual();
     for v in [Variant::FirstPayload, Variant::ChannelOfKeys] {
@@ -304,7 +295,7 @@ pub fn run_virtual() {
     }
 }
 
-/// How many times `cargo run --release` repeats the essay's storm under the real clock.
+/// How many times `cargo run` repeats the essay's storm under the real clock.
 pub const REAL_ESSAY_REPEATS: usize = 5;
 
 /// Everything the chapter shows under the real clock (the `cargo run` experiment), and this
@@ -332,9 +323,12 @@ pub fn run_real() {
     measured::record("ch06_essay_real", essay_note).expect("record the measured values");
     let all = real_sweeps();
     for (s, reports) in Sweep::ALL.iter().zip(&all) {
+        let figure = super::plot::sweep_figure(*s, reports)
+            .record_measured()
+            .expect("record the measured figure");
         measured::record(
             &sweep_snapshot(*s, Clock::Real),
-            sweeps::measured_table(reports),
+            format!("{}\n{figure}", sweeps::measured_table(reports)),
         )
         .expect("record the measured values");
     }

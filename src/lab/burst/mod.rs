@@ -38,6 +38,7 @@
 
 pub mod bands;
 pub mod ch06;
+pub mod plot;
 mod report;
 pub mod sweeps;
 mod variants;

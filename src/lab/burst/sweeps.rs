@@ -1,5 +1,4 @@
-//! The sweeps chapter 06 runs, the durable claims checked on every run, and the cost-sweep
-//! plot.
+//! The sweeps chapter 06 runs, and the durable claims checked on every run.
 //!
 //! Each sweep varies one parameter of the essay's run ([`crate::lab::rig::ESSAY`], one
 //! worker) and runs under both clocks, each run through [`super::run`]. Virtual-time rows are
@@ -354,82 +353,4 @@ pub fn measured_table(reports: &[Report]) -> String {
         );
     }
     out
-}
-
-/// Where the cost-sweep plot lives, relative to the crate root.
-pub const PLOT_PATH: &str = "chapters/figures/ch06_cost_sweep.svg";
-
-/// Draws the virtual-time cost sweep as an SVG: reconciles (and `span / cost + 1`) against
-/// the reconcile cost. The x axis is **ordinal**: the seven costs are evenly spaced, whatever
-/// their values.
-pub fn cost_plot_svg(reports: &[Report]) -> String {
-    use plotters::prelude::*;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
-        root.fill(&WHITE).expect("svg fill");
-        let n = reports.len() as i32;
-        let max = reports.iter().map(|r| r.reconciles).max().unwrap_or(1) as f64 * 1.1;
-        let labels: Vec<String> = reports
-            .iter()
-            .map(|r| format!("{} ms", r.cost.as_millis()))
-            .collect();
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "200 writes 1 ms apart: reconciles vs reconcile cost (virtual time)",
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..max)
-            .expect("svg chart");
-        chart
-            .configure_mesh()
-            .x_labels(reports.len())
-            .x_label_formatter(&|x| {
-                let i = x.round() as usize;
-                if (x - x.round()).abs() < 1e-6 && i < labels.len() {
-                    labels[i].clone()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc("reconcile cost (ordinal axis: evenly spaced, not to scale)")
-            .y_desc("reconciles")
-            .draw()
-            .expect("svg mesh");
-        let points: Vec<(f64, f64)> = reports
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i as f64, r.reconciles as f64))
-            .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
-            .expect("svg line")
-            .label("reconciles")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, BLUE.filled())))
-            .expect("svg points");
-        let formula: Vec<(f64, f64)> = reports
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i as f64, expected_reconciles(r)))
-            .collect();
-        chart
-            .draw_series(LineSeries::new(formula, RED.stroke_width(1)))
-            .expect("svg formula")
-            .label("min(writes, span / cost + 1)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()
-            .expect("svg legend");
-        root.present().expect("svg present");
-    }
-    svg
 }

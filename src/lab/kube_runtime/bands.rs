@@ -3,7 +3,7 @@
 //!
 //! Measured with the chapter's own runs: the essay's storm on both runtimes and kube-runtime's
 //! three real-clock sweeps (run as the chapter runs them: three sweeps at once, each with its
-//! own embedded server over HTTP, debug build), and the write → reconcile race (both
+//! own embedded server over HTTP, dev-profile build), and the write → reconcile race (both
 //! controllers on one in-process server, real clock), on the 2-core machine while other builds
 //! kept its load average between 3 and 10.
 
@@ -35,7 +35,7 @@ pub const KUBE_REAL_ESSAY_RECONCILES: Band<u64> = Band::new(
 pub const REAL_LATENCY_P50_GAP_MS: Band<f64> = Band::new(
     0.5,
     5.0,
-    "8 races of 200-300 writes, debug build: 1.208..=2.247 ms (ours 0.364..=0.415, kube-runtime \
+    "8 races of 200-300 writes, dev-profile build: 1.208..=2.247 ms (ours 0.364..=0.415, kube-runtime \
      1.572..=2.659: one tick, or two); the scheduler's millisecond is the floor, load the ceiling",
 );
 

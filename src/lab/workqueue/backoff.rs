@@ -6,7 +6,67 @@
 //! exponential limiter, 5 ms doubling to 1000 s, and a shared token bucket of 10 per second with
 //! a burst of 100), which controller-runtime v0.22 uses as its default.
 
+use std::time::Duration;
+
 use crate as controlloop;
+use crate::book::plot::{Figure, Scale, SeriesLabelPosition, plain, seconds};
+use crate::workqueue::{DEFAULT_BURST, DEFAULT_MAX_DELAY};
+
+/// Chapter 02's first figure: each series' delay by failure number of one key, on a log scale,
+/// with the limiter's ceiling and the first failure that reaches it marked. A series is a
+/// limiter's delays for failures 1, 2, 3, … (a second limiter draws beside the first).
+pub fn limiter_figure(series: &[(&str, &[Duration])]) -> Figure {
+    let ceiling = DEFAULT_MAX_DELAY.as_secs_f64();
+    let mut figure = Figure::new(
+        "ch02_default_limiter",
+        "One key failing again and again: its delays (virtual time)",
+    )
+    .x("failure of the same key", Scale::Linear, plain)
+    .y("delay before the retry (log scale)", Scale::Log, seconds)
+    .legend(SeriesLabelPosition::LowerRight);
+    for (label, delays) in series {
+        figure = figure.points(*label, numbered(delays));
+    }
+    figure = figure.level(
+        format!("the ceiling, {} s ({})", plain(ceiling), seconds(ceiling)),
+        ceiling,
+    );
+    let mut marked = Vec::new();
+    for (_, delays) in series {
+        let first = delays.iter().position(|d| *d >= DEFAULT_MAX_DELAY);
+        if let Some(n) = first.map(|i| i + 1).filter(|n| !marked.contains(n)) {
+            marked.push(n);
+            figure = figure.mark(format!("failure {n}: the first at the ceiling"), n as f64);
+        }
+    }
+    figure
+}
+
+/// Chapter 02's second figure: each series' delay for fresh keys that fail once each, back to
+/// back, with the end of the default bucket's burst marked.
+pub fn bucket_figure(series: &[(&str, &[Duration])]) -> Figure {
+    let mut figure = Figure::new(
+        "ch02_bucket",
+        "Fresh keys failing once each, back to back: their delays (virtual time)",
+    )
+    .x("key, in the order they failed", Scale::Linear, plain)
+    .y("delay before the retry", Scale::Linear, seconds);
+    for (label, delays) in series {
+        figure = figure.points(*label, numbered(delays));
+    }
+    figure.mark(
+        format!("key {DEFAULT_BURST}: the bucket's burst spent"),
+        f64::from(DEFAULT_BURST),
+    )
+}
+
+/// `delays` as points (n, seconds), n counting from 1.
+fn numbered(delays: &[Duration]) -> Vec<(f64, f64)> {
+    (1..)
+        .zip(delays)
+        .map(|(n, d)| (f64::from(n), d.as_secs_f64()))
+        .collect()
+}
 
 /// Forget where done was meant: the key never comes back (snapshot
 /// `ch02_forget_without_done`).
@@ -64,7 +124,7 @@ pub fn ch02_forget_without_done() {
 pub fn ch02_default_limiter() {
     controlloop::lab::rig::paused(async {
         // book: ch02_default_limiter
-        use controlloop::lab::workqueue::human;
+        use controlloop::lab::workqueue::{backoff::limiter_figure, human};
         use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
         use std::fmt::Write;
         use std::time::Duration;
@@ -80,6 +140,9 @@ pub fn ch02_default_limiter() {
         let first_at_ceiling = delays.iter().position(|d| *d == ceiling).unwrap() + 1;
         assert_eq!(first_at_ceiling, 19);
         assert_eq!(limiter.num_requeues(&"default/web"), 1000);
+        // The figure below draws the first 30; a committed file that differs fails here.
+        let series = [("controller-runtime v0.22 default", &delays[..30])];
+        limiter_figure(&series).publish().unwrap();
         let mut table = format!(
             "{:>7}  delay (controller-runtime v0.22 default)\n",
             "failure"
@@ -97,7 +160,7 @@ pub fn ch02_default_limiter() {
 pub fn ch02_bucket() {
     controlloop::lab::rig::paused(async {
         // book: ch02_bucket
-        use controlloop::lab::workqueue::human;
+        use controlloop::lab::workqueue::{backoff::bucket_figure, human};
         use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
         use std::fmt::Write;
         use std::time::Duration;
@@ -111,6 +174,8 @@ pub fn ch02_bucket() {
             let bucket = Duration::from_millis(100 * i.saturating_sub(100));
             assert_eq!(*delay, bucket.max(Duration::from_millis(5)), "key {i}");
         }
+        let series = [("controller-runtime v0.22 default", &delays[..])];
+        bucket_figure(&series).publish().unwrap(); // the figure below
         let mut table = format!("{:>3}  delay\n", "key");
         for i in [1, 100, 101, 102, 120] {
             writeln!(table, "{i:>3}  {}", human(delays[i - 1])).unwrap();

@@ -10,7 +10,7 @@
 //! Every experiment here is the code a chapter block shows, verbatim. A chapter block carries a
 //! hidden line `# // book: NAME`; the crate holds the same lines between `// book: NAME` and
 //! `// book: end NAME`, and `tests/book_layout.rs` fails (with a diff) if the two differ. So
-//! `cargo test` runs the block as a doctest, `cargo run --release` runs the crate's copy
+//! `cargo test` runs the block as a doctest, `cargo run` runs the crate's copy
 //! (registered in [`mod@crate::book::chapters`]), both record the same snapshots, and neither can
 //! drift from what the page shows. The bodies import the crate as `controlloop`, as a reader's
 //! copy would.
