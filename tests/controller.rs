@@ -10,7 +10,11 @@ use std::{
 };
 
 use controlloop::{
-    controller::{Context, Controller, ControllerError, Error, Release, Request, Result as Res},
+    controller::{
+        Context, Controller, ControllerError, Error, LOW_PRIORITY, QueueKind, Release, Request,
+        RequestQueue, Result as Res,
+        priorityqueue::{InMemoryPriorityMetrics, Provider},
+    },
     lab::rig::{self, Backend, Fixture, Recorder, value_of},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -139,13 +143,30 @@ fn a_panicking_reconciler_is_recovered_and_retried() {
     });
 }
 
+/// Whether a stopped controller's queue holds no key: the rate-limiting queue's drain waits
+/// for held keys (and would hang on one); the priority queue's does not wait, so its count of
+/// locked keys is read instead.
+async fn assert_no_key_is_held(queue: &RequestQueue, hang: &str) {
+    match queue {
+        RequestQueue::RateLimiting(q) => within(hang, q.shut_down_with_drain()).await,
+        RequestQueue::Priority(q) => assert_eq!(q.locked_len(), 0, "{hang}"),
+    }
+}
+
 /// With `recover_panic(false)` the panic reaches `run`, as upstream re-panics; the key was
-/// still released on the way (the claim's drop runs while unwinding).
+/// still released on the way (the claim's drop runs while unwinding). Both releases' queues.
 #[test]
 fn an_unrecovered_panic_reaches_run_and_still_releases_the_key() {
+    for release in Release::ALL {
+        an_unrecovered_panic_on(release);
+    }
+}
+
+fn an_unrecovered_panic_on(release: Release) {
     runtime().block_on(async {
         let mut f = fixture(&["a"]).await;
         let c = Controller::builder("t")
+            .release(release)
             .recover_panic(false)
             .build(
                 &f.informer,
@@ -164,10 +185,9 @@ fn an_unrecovered_panic_reaches_run_and_still_releases_the_key() {
         });
         let joined = within("run never returned after the panic", run).await;
         assert!(joined.unwrap_err().is_panic());
-        // Released: a drain waits only for held keys, and returns.
-        within(
+        assert_no_key_is_held(
+            c.queue(),
             "the key is still held: was the claim not dropped while unwinding?",
-            c.queue().shut_down_with_drain(),
         )
         .await;
         f.stop().await;
@@ -333,4 +353,129 @@ fn a_terminal_error_is_not_retried() {
         within("run never returned", run).await.unwrap().unwrap();
         f.stop().await;
     });
+}
+
+/// Release item 1 and 2: each release builds its own default queue, and the default limiter
+/// follows the queue, not the release; `use_priority_queue` picks either under either. The
+/// limiter shows in 101 fresh rate-limited adds: the bucket (burst 100) holds the 101st back
+/// 100 ms, the exponential alone lets every one go after 5 ms.
+#[test]
+fn each_release_builds_its_own_default_queue() {
+    runtime().block_on(async {
+        let f = fixture(&[]).await;
+        let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
+        let cases = [
+            (Release::V0_24, None, QueueKind::Priority, 0),
+            (Release::V0_22, None, QueueKind::RateLimiting, 1),
+            (Release::V0_24, Some(false), QueueKind::RateLimiting, 1),
+            (Release::V0_22, Some(true), QueueKind::Priority, 0),
+        ];
+        for (release, pq, kind, held_back) in cases {
+            let mut b = Controller::builder("t").release(release);
+            if let Some(on) = pq {
+                b = b.use_priority_queue(on);
+            }
+            let c = b.build(&f.informer, noop).unwrap();
+            assert_eq!(c.queue().kind(), kind, "{release} {pq:?}");
+            for i in 0..101 {
+                c.queue()
+                    .add_rate_limited(Request::new("default", format!("o{i}")));
+            }
+            tokio::time::sleep(Duration::from_millis(6)).await;
+            assert_eq!(c.queue().waiting_len(), held_back, "{release} {pq:?}");
+            assert_eq!(c.queue().len(), 101 - held_back, "{release} {pq:?}");
+            c.queue().shut_down();
+        }
+        f.stop().await;
+    });
+}
+
+/// Release item 15: the controller's queue reports its metrics under the controller's name,
+/// each queue its own. The default (v0.24) priority queue records depth per priority, here
+/// the initial list's two keys at `LOW_PRIORITY`; v0.22's rate-limiting queue records one
+/// depth, whatever the priority. No worker runs, so both keys stay queued.
+#[test]
+fn each_release_reports_its_own_queue_metrics() {
+    for release in Release::ALL {
+        runtime().block_on(async {
+            let mut f = fixture(&["a", "b"]).await;
+            let metrics = InMemoryPriorityMetrics::new();
+            let c = Controller::builder("queue-metrics")
+                .release(release)
+                .with_queue_metrics(Provider::WithPriority(metrics.clone()))
+                .build(
+                    &f.informer,
+                    |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) },
+                )
+                .unwrap();
+            f.run_informer();
+            until("the initial list never reached the queue", || {
+                c.queue().len() == 2
+            })
+            .await;
+            let m = metrics
+                .snapshot("queue-metrics")
+                .expect("no metrics recorded");
+            let per_priority: Vec<(i64, i64)> = m.depth.into_iter().collect();
+            match release {
+                Release::V0_24 => {
+                    assert_eq!(per_priority, [(LOW_PRIORITY, 2)]);
+                    assert_eq!(m.base.depth, 0, "the plain gauge is not used");
+                }
+                Release::V0_22 => {
+                    assert!(per_priority.is_empty(), "{per_priority:?}");
+                    assert_eq!(m.base.depth, 2);
+                }
+            }
+            assert_eq!(m.base.adds, 2, "{release}");
+            f.stop().await;
+        });
+    }
+}
+
+/// Release item 3: what a stop does to queued keys follows the queue. Three keys, one
+/// worker, a stop during the first reconcile: the rate-limiting queue hands out the other two
+/// (drained, contexts cancelled), the priority queue none, under either release.
+#[test]
+fn the_drain_at_shutdown_follows_the_queue_not_the_release() {
+    let cases = [
+        (Release::V0_22, None, 3),
+        (Release::V0_24, None, 1),
+        (Release::V0_22, Some(true), 1),
+        (Release::V0_24, Some(false), 3),
+    ];
+    for (release, pq, reconciled) in cases {
+        runtime().block_on(async {
+            let mut f = fixture(&["a", "b", "c"]).await;
+            let recorder = Recorder::new();
+            let rec = recorder.clone();
+            let mut b = Controller::builder("t").release(release);
+            if let Some(on) = pq {
+                b = b.use_priority_queue(on);
+            }
+            let c = b
+                .build(
+                    &f.informer,
+                    move |_req: Request, _ctx: Context<ConfigMap>| {
+                        let rec = rec.clone();
+                        async move {
+                            rec.act(None, Duration::from_millis(10)).await;
+                            Ok(Res::done())
+                        }
+                    },
+                )
+                .unwrap();
+            f.run_informer();
+            let run = tokio::spawn({
+                let c = c.clone();
+                async move { c.run(futures::future::pending()).await }
+            });
+            until("no reconcile started", || recorder.in_flight() == 1).await;
+            c.shutdown();
+            within("run never returned", run).await.unwrap().unwrap();
+            let n = recorder.observations().len();
+            assert_eq!(n, reconciled, "{release} {pq:?}");
+            f.stop().await;
+        });
+    }
 }

@@ -1,12 +1,14 @@
 //! Ports of controller-runtime's controller tests (`pkg/internal/controller/
-//! controller_test.go`, v0.22.5 and v0.24.1, conformance checklist item 36), rewritten by
-//! hand. Each test names the upstream case it follows; where the releases differ, the test
-//! says which [`Release`] it runs.
+//! controller_test.go`, v0.22.5 and v0.24.1), rewritten by hand. Each test names the upstream
+//! case it follows. The decision table runs under both [`Release`]s (and so on both default
+//! queues: the rate-limiting queue with the bucket, the priority queue without); where the
+//! releases differ, the test says which does what.
 //!
 //! Upstream checks its fake queue's counters (AddRateLimited, AddAfter, Forget). Here the
 //! reconciler follows a script of outcomes under tokio's paused clock, and the test reads what
 //! those calls *do*: when the next reconcile comes (the default limiter backs off 5 ms, 10 ms,
-//! 20 ms … per failure), and the queue's `num_requeues` once the script has run.
+//! 20 ms … per failure), and the queue's `num_requeues` once the script has run. The priority
+//! tests read the entry the priority queue holds for the requeued key.
 
 mod controller_support;
 
@@ -45,8 +47,8 @@ struct Run {
 }
 
 /// Runs the script on one object ("a") plus, if `other` is set, a second object ("b") that
-/// always succeeds, and returns the timing of "a"'s reconciles.
-fn run_script(script: Vec<Outcome>, other: bool) -> (Run, usize) {
+/// always succeeds, under `release`, and returns the timing of "a"'s reconciles.
+fn run_script(release: Release, script: Vec<Outcome>, other: bool) -> (Run, usize) {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -62,6 +64,7 @@ fn run_script(script: Vec<Outcome>, other: bool) -> (Run, usize) {
             let calls: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
             let (s, c) = (script.clone(), calls.clone());
             let controller = Controller::builder("upstream")
+                .release(release)
                 .build(
                     &f.informer,
                     move |req: Request, _ctx: Context<ConfigMap>| {
@@ -116,69 +119,84 @@ fn run_script(script: Vec<Outcome>, other: bool) -> (Run, usize) {
 /// Upstream: "should requeue a Request if there is an error and continue processing items".
 #[test]
 fn should_requeue_a_request_if_there_is_an_error_and_continue_processing_items() {
-    let (run, others) = run_script(
-        vec![Err(Error::retry("expected error")), Ok(Res::done())],
-        true,
-    );
-    assert_eq!(
-        run.gaps,
-        vec![5 * MS],
-        "rate-limited: back after the 5 ms base delay"
-    );
-    assert_eq!(run.num_requeues, 0, "the success forgot the failure");
-    assert_eq!(others, 1, "the other item was processed too");
-    assert_eq!((run.metrics.errors, run.metrics.success), (1, 2));
+    for release in Release::ALL {
+        let (run, others) = run_script(
+            release,
+            vec![Err(Error::retry("expected error")), Ok(Res::done())],
+            true,
+        );
+        assert_eq!(
+            run.gaps,
+            vec![5 * MS],
+            "{release}: rate-limited, back after the 5 ms base delay"
+        );
+        assert_eq!(run.num_requeues, 0, "{release}: the success forgot");
+        assert_eq!(others, 1, "{release}: the other item was processed too");
+        assert_eq!(
+            (run.metrics.errors, run.metrics.success),
+            (1, 2),
+            "{release}"
+        );
+    }
 }
 
 /// Upstream: "should not requeue a Request if there is a terminal error".
 #[test]
 fn should_not_requeue_a_request_if_there_is_a_terminal_error() {
-    let (run, _) = run_script(vec![Err(Error::terminal("expected error"))], false);
-    assert!(
-        run.gaps.is_empty(),
-        "never reconciled again: {:?}",
-        run.gaps
-    );
-    assert_eq!(run.metrics.terminal_errors, 1);
+    for release in Release::ALL {
+        let (run, _) = run_script(release, vec![Err(Error::terminal("expected error"))], false);
+        assert!(
+            run.gaps.is_empty(),
+            "{release}: reconciled again: {:?}",
+            run.gaps
+        );
+        assert_eq!(run.metrics.terminal_errors, 1, "{release}");
+    }
 }
 
 /// Upstream: "should not reset backoff until there's a non-error result".
 #[test]
 fn should_not_reset_backoff_until_theres_a_non_error_result() {
-    let (run, _) = run_script(
-        vec![
-            Err(Error::retry("1")),
-            Err(Error::retry("2")),
-            Err(Error::retry("3")),
-            Err(Error::terminal("4")), // neither requeues nor forgets
-        ],
-        false,
-    );
-    assert_eq!(
-        run.gaps,
-        vec![5 * MS, 10 * MS, 20 * MS],
-        "exponential backoff"
-    );
-    assert_eq!(
-        run.num_requeues, 3,
-        "the terminal error kept the failure count"
-    );
+    for release in Release::ALL {
+        let (run, _) = run_script(
+            release,
+            vec![
+                Err(Error::retry("1")),
+                Err(Error::retry("2")),
+                Err(Error::retry("3")),
+                Err(Error::terminal("4")), // neither requeues nor forgets
+            ],
+            false,
+        );
+        assert_eq!(
+            run.gaps,
+            vec![5 * MS, 10 * MS, 20 * MS],
+            "{release}: exponential backoff"
+        );
+        assert_eq!(
+            run.num_requeues, 3,
+            "{release}: the terminal error kept the failure count"
+        );
+    }
 }
 
 /// Upstream: "should requeue a Request if the Result sets Requeue:true".
 #[test]
 fn should_requeue_a_request_if_the_result_sets_requeue_true() {
-    let (run, _) = run_script(
-        vec![Ok(Res::requeue()), Ok(Res::requeue()), Ok(Res::done())],
-        false,
-    );
-    assert_eq!(
-        run.gaps,
-        vec![5 * MS, 10 * MS],
-        "requeue backs off: no forget between"
-    );
-    assert_eq!(run.num_requeues, 0, "the final success forgot");
-    assert_eq!(run.metrics.requeue, 2);
+    for release in Release::ALL {
+        let (run, _) = run_script(
+            release,
+            vec![Ok(Res::requeue()), Ok(Res::requeue()), Ok(Res::done())],
+            false,
+        );
+        assert_eq!(
+            run.gaps,
+            vec![5 * MS, 10 * MS],
+            "{release}: requeue backs off, no forget between"
+        );
+        assert_eq!(run.num_requeues, 0, "{release}: the final success forgot");
+        assert_eq!(run.metrics.requeue, 2, "{release}");
+    }
 }
 
 /// Upstream: "should requeue a Request after a duration (but not rate-limited) if the Result
@@ -187,27 +205,30 @@ fn should_requeue_a_request_if_the_result_sets_requeue_true() {
 fn should_requeue_after_a_duration_but_not_rate_limited_if_the_result_sets_requeue_after() {
     let after = Res {
         requeue: true,
-        requeue_after: Duration::from_secs(1),
+        ..Res::requeue_after(Duration::from_secs(1))
     };
-    let (run, _) = run_script(
-        vec![
-            Err(Error::retry("builds a backoff")),
-            Ok(after),
-            Ok(Res::done()),
-        ],
-        false,
-    );
-    assert_eq!(
-        run.gaps,
-        vec![5 * MS, Duration::from_secs(1)],
-        "exactly the asked delay"
-    );
-    assert_eq!(
-        run.num_requeues, 0,
-        "requeue_after forgot the earlier failure"
-    );
-    assert_eq!(run.metrics.requeue_after, 1);
-    assert_eq!(run.metrics.requeue, 0, "requeue_after wins over requeue");
+    for release in Release::ALL {
+        let (run, _) = run_script(
+            release,
+            vec![
+                Err(Error::retry("builds a backoff")),
+                Ok(after),
+                Ok(Res::done()),
+            ],
+            false,
+        );
+        assert_eq!(
+            run.gaps,
+            vec![5 * MS, Duration::from_secs(1)],
+            "{release}: exactly the asked delay"
+        );
+        assert_eq!(
+            run.num_requeues, 0,
+            "{release}: requeue_after forgot the earlier failure"
+        );
+        assert_eq!(run.metrics.requeue_after, 1, "{release}");
+        assert_eq!(run.metrics.requeue, 0, "{release}: requeue_after wins");
+    }
 }
 
 /// Upstream: "should perform error behavior if error is not nil, regardless of RequeueAfter".
@@ -215,16 +236,19 @@ fn should_requeue_after_a_duration_but_not_rate_limited_if_the_result_sets_reque
 /// remains to check is that the error's backoff applies, not some requeue delay.
 #[test]
 fn should_perform_error_behavior_if_error_is_not_nil_regardless_of_requeue_after() {
-    let (run, _) = run_script(
-        vec![
-            Ok(Res::requeue_after(Duration::from_secs(60))),
-            Err(Error::retry("x")),
-        ],
-        false,
-    );
-    assert_eq!(run.gaps, vec![Duration::from_secs(60), 5 * MS]);
-    assert_eq!(run.num_requeues, 0);
-    assert_eq!(run.metrics.errors, 1);
+    for release in Release::ALL {
+        let (run, _) = run_script(
+            release,
+            vec![
+                Ok(Res::requeue_after(Duration::from_secs(60))),
+                Err(Error::retry("x")),
+            ],
+            false,
+        );
+        assert_eq!(run.gaps, vec![Duration::from_secs(60), 5 * MS], "{release}");
+        assert_eq!(run.num_requeues, 0, "{release}");
+        assert_eq!(run.metrics.errors, 1, "{release}");
+    }
 }
 
 // ---- Reconciler: ReconciliationTimeout (v0.22.5 and v0.24.1) and reconcile_timeouts_total

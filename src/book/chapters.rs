@@ -66,6 +66,7 @@ chapters! {
     ],
     ch01_two_small_sets = "01-two-small-sets.md" [
         ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
+        ch01_controller_queue => lab::workqueue::coalescing::ch01_controller_queue,
         ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
         ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
         ch01_essay => lab::workqueue::contention::ch01_essay,
@@ -121,6 +122,9 @@ chapters! {
     ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
         ch11_virtual => lab::kube_runtime::ch11::run_virtual,
         ch11_real => lab::kube_runtime::ch11::run_real,
+    ],
+    ch13_when_upstream_moves = "13-when-upstream-moves.md" [
+        ch13_moved => lab::moved::experiment,
     ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }

@@ -8,6 +8,7 @@
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
 //! - [`bands`]: the table of every band the book pins.
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
+//! - [`moved`]: a snapshot on two upstream releases, and the diff a reviewer sees.
 //! - [`plot`]: the chapters' figures as SVG, each held to what its run draws.
 //! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
@@ -25,6 +26,7 @@ pub mod costs;
 pub mod drills;
 pub mod links;
 pub mod measured;
+pub mod moved;
 pub mod plot;
 pub mod site;
 pub mod snap;

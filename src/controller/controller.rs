@@ -1,4 +1,5 @@
-//! The controller: an informer's events in, keys through a rate-limiting queue, reconciles out.
+//! The controller: an informer's events in, keys through a priority or rate-limiting queue,
+//! reconciles out.
 //! Follows controller-runtime's `pkg/internal/controller/controller.go` (the worker loop,
 //! `Start`, `Reconcile`) and `pkg/internal/source/kind.go` (the cache-sync gate), at v0.22.5
 //! and v0.24.1: [`Release`] picks between them. The informer side (`event_handler.go`) is
@@ -8,10 +9,11 @@
 //!  SharedIndexInformer ─on_add/on_update/on_delete─► Event ─predicates─► EventHandler
 //!        │ (indexer written first)                                         │ Request
 //!        ▼                                                                 ▼
-//!     indexer ◄── Context::get(&request) ── worker × N ◄─claim── RateLimitingQueue<Request>
-//!                                             │
-//!                                             └─ decide(result) ─► forget / add_after /
-//!                                                                  add_rate_limited, then done
+//!     indexer ◄── Context::get(&request) ── worker × N ◄─claim── RequestQueue
+//!                                             │            (request, priority)  (priority queue
+//!                                             │                                  or rate-limiting)
+//!                                             └─ decide(result) ─► forget / add_with_opts
+//!                                                  {after | rate_limited, priority}, then done
 //!
 //!  run:  sync gate (Release::sync_gate) ─► workers ─► stop: cancel contexts, shut the queue
 //!        down; V0_22 workers drain what is queued, V0_24 workers stop ─► wait for workers
@@ -22,6 +24,8 @@
 //!    (returns, errors, panics): the worker holds a [`Claim`], whose drop is the `done`.
 //! 2. The queue actions for a result are exactly those of [`decide`], applied while the key
 //!    is still held, so `done` runs after any forget or re-add (upstream's deferred `Done`).
+//!    Every re-add is at [`Release::requeue_priority`]: the priority the key was handed out
+//!    with, unless the result sets one.
 //! 3. A reconciler never sees an event: it gets a [`Request`] and a [`Context`] whose only
 //!    view of the object is the informer's indexer.
 //! 4. No two workers hold the same request at once (the queue's processing set).
@@ -47,8 +51,7 @@
 //! - An unrecovered reconciler panic (`recover_panic(false)`) also ends the process upstream.
 //!   Here `run` stops the controller, aborts the other workers' reconciles and resumes the
 //!   panic.
-//! - The queue is built with the controller, not when it starts; v0.24's priority queue is not
-//!   built yet (see [`Release`]'s differences).
+//! - The queue is built with the controller, not when it starts ([`RequestQueue`]).
 //! - No reconcile IDs, loggers, leader election, warm-up or reconcile-time histogram.
 //! - Only one source (the informer of the reconciled kind); upstream allows many.
 //!
@@ -78,6 +81,8 @@ use super::{
     handler::{EnqueueRequestForObject, EventHandler},
     metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel},
     predicate::Predicate,
+    priorityqueue::{AddOpts, ControllerQueue, Priority, Provider},
+    queue::RequestQueue,
     release::{Release, SyncGate},
     source::Source,
 };
@@ -88,9 +93,7 @@ use crate::{
         shared_informer::{HandlerRegistration, SharedIndexInformer, panic_message},
     },
     features::klog,
-    workqueue::{
-        Claim, QueueConfig, RateLimiter, RateLimitingQueue, default_controller_rate_limiter,
-    },
+    workqueue::{Claim, RateLimiter},
 };
 
 /// What a reconcile returns.
@@ -105,6 +108,28 @@ pub enum Action {
     AddAfter(Duration),
     /// `queue.add_rate_limited(req)`: look again after the limiter's backoff.
     AddRateLimited,
+}
+
+impl Action {
+    /// The add this action makes at `priority` (upstream's `AddWithOpts{…, Priority}`); `None`
+    /// for [`Action::Forget`]. A rate-limiting queue maps it back to `add_after` or
+    /// `add_rate_limited` and drops the priority.
+    pub fn opts(self, priority: Priority) -> Option<AddOpts> {
+        let priority = Some(priority);
+        match self {
+            Action::Forget => None,
+            Action::AddAfter(after) => Some(AddOpts {
+                after,
+                priority,
+                ..AddOpts::default()
+            }),
+            Action::AddRateLimited => Some(AddOpts {
+                rate_limited: true,
+                priority,
+                ..AddOpts::default()
+            }),
+        }
+    }
 }
 
 /// The queue calls for one reconcile's outcome (upstream `reconcileHandler`, the same at
@@ -181,8 +206,13 @@ pub struct Builder<K> {
     reconciliation_timeout: Option<Duration>,
     predicates: Vec<Box<dyn Predicate<K>>>,
     handler: Box<dyn EventHandler<K>>,
-    rate_limiter: Box<dyn RateLimiter<Request>>,
-    queue_config: QueueConfig,
+    /// `None`: the release's default ([`Release::queue_kind`]).
+    use_priority_queue: Option<bool>,
+    /// `None`: the queue kind's default ([`QueueKind::default_rate_limiter`]).
+    ///
+    /// [`QueueKind::default_rate_limiter`]: super::QueueKind::default_rate_limiter
+    rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+    queue_metrics: Option<Provider>,
 }
 
 impl<K: Object + Clone> Builder<K> {
@@ -190,6 +220,12 @@ impl<K: Object + Clone> Builder<K> {
     /// [`Release`] for what it changes.
     pub fn release(mut self, release: Release) -> Self {
         self.release = release;
+        self
+    }
+    /// Whether to build controller-runtime's priority queue (upstream `UsePriorityQueue`;
+    /// default: the release's, true from v0.23). The default rate limiter follows it.
+    pub fn use_priority_queue(mut self, on: bool) -> Self {
+        self.use_priority_queue = Some(on);
         self
     }
     /// Workers (upstream `MaxConcurrentReconciles`, default 1; 0 is raised to 1).
@@ -226,17 +262,20 @@ impl<K: Object + Clone> Builder<K> {
         self.handler = Box::new(h);
         self
     }
-    /// Replaces the default limiter (`default_controller_rate_limiter`).
+    /// Replaces the default limiter (exponential alone for the priority queue; with the
+    /// token bucket for the rate-limiting queue: [`QueueKind::default_rate_limiter`]).
+    ///
+    /// [`QueueKind::default_rate_limiter`]: super::QueueKind::default_rate_limiter
     pub fn with_rate_limiter(mut self, l: impl RateLimiter<Request> + 'static) -> Self {
-        self.rate_limiter = Box::new(l);
+        self.rate_limiter = Some(Box::new(l));
         self
     }
-    /// Sets the queue's metrics provider (its name is the controller's).
-    pub fn with_queue_metrics(
-        mut self,
-        provider: Arc<dyn crate::workqueue::MetricsProvider>,
-    ) -> Self {
-        self.queue_config.metrics_provider = Some(provider);
+    /// Sends the queue's metrics to `provider`, under the controller's name. A
+    /// [`Provider::WithPriority`] gives the priority queue its depth per priority (what
+    /// controller-runtime's own provider does); the rate-limiting queue uses either as a
+    /// plain workqueue provider.
+    pub fn with_queue_metrics(mut self, provider: Provider) -> Self {
+        self.queue_metrics = Some(provider);
         self
     }
 
@@ -250,9 +289,16 @@ impl<K: Object + Clone> Builder<K> {
         if self.name.is_empty() {
             return Err(ControllerError::NoName);
         }
-        let mut queue_config = self.queue_config;
-        queue_config.name = self.name.clone();
-        let queue = new_queue(self.release, self.rate_limiter, queue_config)?;
+        let kind = match self.use_priority_queue {
+            Some(true) => super::QueueKind::Priority,
+            Some(false) => super::QueueKind::RateLimiting,
+            None => self.release.queue_kind(),
+        };
+        let limiter = self
+            .rate_limiter
+            .unwrap_or_else(|| kind.default_rate_limiter());
+        let queue = RequestQueue::new(kind, &self.name, limiter, self.queue_metrics)
+            .map_err(|e| ControllerError::Queue(e.to_string()))?;
         let metrics = Arc::new(ControllerMetrics::default());
         let source = Source {
             predicates: self.predicates,
@@ -284,34 +330,6 @@ impl<K: Object + Clone> Builder<K> {
     }
 }
 
-/// Builds the controller's queue (upstream's `NewQueue`, called by `startEventSourcesAndQueue`).
-/// The seam for v0.24's priority queue: [`Release::queue_kind`] says which queue a release
-/// builds by default, and until `controller::priorityqueue` exists both kinds get the
-/// rate-limiting queue here, with v0.22's default limiter unless the builder replaced it. The
-/// priority queue's shutdown is emulated by the workers ([`Release::drains_queue_on_shutdown`]).
-fn new_queue(
-    _release: Release,
-    limiter: Box<dyn RateLimiter<Request>>,
-    config: QueueConfig,
-) -> std::result::Result<RateLimitingQueue<Request>, ControllerError> {
-    RateLimitingQueue::with_config(BoxedLimiter(limiter), config)
-        .map_err(|e| ControllerError::Queue(e.to_string()))
-}
-
-struct BoxedLimiter(Box<dyn RateLimiter<Request>>);
-
-impl RateLimiter<Request> for BoxedLimiter {
-    fn when(&self, item: &Request) -> Duration {
-        self.0.when(item)
-    }
-    fn forget(&self, item: &Request) {
-        self.0.forget(item)
-    }
-    fn num_requeues(&self, item: &Request) -> usize {
-        self.0.num_requeues(item)
-    }
-}
-
 /// A controller for objects of kind `K`. Build it with [`Controller::builder`], then
 /// [`run`](Controller::run) it while its informer runs. Cloning shares the controller.
 pub struct Controller<K> {
@@ -333,7 +351,7 @@ struct Inner<K> {
     recover_panic: bool,
     cache_sync_timeout: Duration,
     reconciliation_timeout: Option<Duration>,
-    queue: RateLimitingQueue<Request>,
+    queue: RequestQueue,
     indexer: Store<K>,
     reconciler: Arc<dyn Reconciler<K>>,
     registration: HandlerRegistration,
@@ -346,12 +364,13 @@ struct Inner<K> {
     workers: Mutex<Vec<AbortHandle>>,
 }
 
-type Held = Claim<Request, RateLimitingQueue<Request>>;
+type Held = Claim<Request, RequestQueue>;
 
 impl<K: Object + Clone> Controller<K> {
-    /// A builder with controller-runtime's defaults: [`Release::V0_24`], 1 worker, panics
-    /// recovered, a 2 min cache sync timeout, no reconciliation timeout,
-    /// [`EnqueueRequestForObject`], no predicates, and `default_controller_rate_limiter`.
+    /// A builder with controller-runtime's defaults: [`Release::V0_24`] and so its priority
+    /// queue with the exponential limiter, 1 worker, panics recovered, a 2 min cache sync
+    /// timeout, no reconciliation timeout, [`EnqueueRequestForObject`], no predicates, no
+    /// queue metrics.
     pub fn builder(name: impl Into<String>) -> Builder<K> {
         Builder {
             name: name.into(),
@@ -362,8 +381,9 @@ impl<K: Object + Clone> Controller<K> {
             reconciliation_timeout: None,
             predicates: vec![],
             handler: Box::new(EnqueueRequestForObject),
-            rate_limiter: Box::new(default_controller_rate_limiter()),
-            queue_config: QueueConfig::default(),
+            use_priority_queue: None,
+            rate_limiter: None,
+            queue_metrics: None,
         }
     }
 
@@ -376,7 +396,7 @@ impl<K: Object + Clone> Controller<K> {
         self.inner.release
     }
     /// The queue, for experiments that watch it (or add to it, like a `Generic` source).
-    pub fn queue(&self) -> &RateLimitingQueue<Request> {
+    pub fn queue(&self) -> &RequestQueue {
         &self.inner.queue
     }
     /// The controller's counters.
@@ -385,9 +405,10 @@ impl<K: Object + Clone> Controller<K> {
     }
 
     /// Stops the controller (upstream: `Start`'s context is cancelled): every reconcile's
-    /// [`Context`] is cancelled and the queue is shut down. Under [`Release::V0_22`] the
-    /// workers then take the keys still queued (their contexts already cancelled) until it is
-    /// empty; under [`Release::V0_24`] they take no more. [`run`](Controller::run) returns
+    /// [`Context`] is cancelled and the queue is shut down. With the rate-limiting queue
+    /// ([`Release::V0_22`]'s default) the workers then take the keys still queued (their
+    /// contexts already cancelled) until it is empty; with the priority queue
+    /// ([`Release::V0_24`]'s) they take no more. [`run`](Controller::run) returns
     /// once every worker has finished its reconcile (keeps I5).
     pub fn shutdown(&self) {
         self.inner.shutdown();
@@ -515,22 +536,18 @@ impl<K: Object + Clone> Inner<K> {
         }
     }
 
-    /// upstream's worker goroutine: `for c.processNextWorkItem(ctx) {}`.
+    /// upstream's worker goroutine: `for c.processNextWorkItem(ctx) {}`. After shutdown the
+    /// rate-limiting queue still hands out what is queued, then `None`; the priority queue
+    /// `None` at once.
     async fn worker(self: Arc<Self>, worker: usize) {
-        // After shutdown the rate-limiting queue still hands out what is queued, then None.
-        while let Some(claim) = self.queue.claim().await {
-            if self.queue.shutting_down() && !self.release.drains_queue_on_shutdown() {
-                // The priority queue reports the shutdown instead of an item; dropping the
-                // claim releases the key unreconciled (I1).
-                return;
-            }
-            self.process(claim, worker).await;
+        while let Some((claim, priority)) = self.queue.claim_with_priority().await {
+            self.process(claim, priority, worker).await;
         }
     }
 
     /// upstream `processNextWorkItem` + `reconcileHandler`. `claim` is dropped at the end,
     /// after the actions: that drop is the deferred `Done` (I1, I2).
-    async fn process(&self, claim: Held, worker: usize) {
+    async fn process(&self, claim: Held, priority: Priority, worker: usize) {
         let request = claim.item().clone();
         let deadline = self.reconciliation_timeout.map(|d| Instant::now() + d);
         let ctx = Context::new(self.indexer.clone(), worker, &self.stop, deadline);
@@ -546,11 +563,11 @@ impl<K: Object + Clone> Inner<K> {
             tracing::warn!(controller = %self.name, request = %claim.item(), error = %e, "Reconciler error");
         }
         self.metrics.record(label, &outcome);
+        let priority = self.release.requeue_priority(&outcome, priority); // keeps I2
         for action in actions {
-            match action {
-                Action::Forget => claim.forget(),
-                Action::AddAfter(d) => claim.add_after(d),
-                Action::AddRateLimited => claim.add_rate_limited(),
+            match action.opts(priority) {
+                None => self.queue.forget(claim.item()),
+                Some(opts) => self.queue.add_with_opts(opts, [claim.item().clone()]),
             }
         }
         drop(claim); // Done (keeps I1, after the actions: I2)
@@ -643,7 +660,7 @@ mod tests {
             (
                 Ok(ReconcileResult {
                     requeue: true,
-                    requeue_after: ms(7),
+                    ..ReconcileResult::requeue_after(ms(7))
                 }),
                 ResultLabel::RequeueAfter,
                 vec![Forget, AddAfter(ms(7))],

@@ -6,14 +6,46 @@
 //! event carried — what kind of change it was, the old and new contents — is discarded here, on
 //! purpose. That is the rule that makes a controller level-triggered.
 //!
+//! With a priority queue (v0.24's default), the handlers also say *how urgent* a request is:
+//! a create from the informer's initial list, and an update whose old and new
+//! resourceVersions are equal (a resync: nothing changed), are added at [`LOW_PRIORITY`], so
+//! that a controller starting over thousands of existing objects, or resyncing them, serves
+//! real changes first ([`priority_when_unchanged`], upstream's `addToQueueCreate`,
+//! `addToQueueUpdate` and `TypedFuncs` in `pkg/handler/eventhandler.go`, the same at v0.22.5
+//! and v0.24.1). A rate-limiting queue ignores priorities.
+//!
 //! # Differences from upstream
-//! - With the priority queue (v0.24's default), upstream enqueues an initial-list create and
-//!   an unchanged-resourceVersion update at `LowPriority`. Priorities are not modelled yet
-//!   (see [`Release`](super::Release)); every request is a plain add.
+//! - Upstream applies the low priority inside each built-in handler (and
+//!   `WithLowPriorityWhenUnchanged` for others); a handler written against the bare interface
+//!   does not get it. Here the controller's source applies it to every request any
+//!   [`EventHandler`] enqueues for the event, so a custom handler gets it as the built-in
+//!   ones do.
 
 use kube::Resource;
 
-use super::{Request, event::Event};
+use super::{Request, event::Event, priorityqueue::Priority};
+
+/// The priority of requests for objects that did not change (upstream's
+/// `handler.LowPriority`). A plain add is priority 0, so these wait behind every real change.
+pub const LOW_PRIORITY: Priority = -100;
+
+/// The priority a built-in handler asks for `event` on a priority queue: [`LOW_PRIORITY`]
+/// for an initial-list create and for an update whose objects have the same
+/// resourceVersion; otherwise none (priority 0). Delete and generic events always get none.
+/// An update missing either object gets none (upstream's `TypedFuncs` adds it plainly).
+pub fn priority_when_unchanged<K: Resource>(event: &Event<K>) -> Option<Priority> {
+    let unchanged = match event {
+        Event::Create {
+            is_in_initial_list, ..
+        } => *is_in_initial_list,
+        Event::Update {
+            old: Some(old),
+            new: Some(new),
+        } => old.meta().resource_version == new.meta().resource_version,
+        Event::Update { .. } | Event::Delete { .. } | Event::Generic { .. } => false,
+    };
+    unchanged.then_some(LOW_PRIORITY)
+}
 
 /// Turns events into requests. `enqueue` is called once per request to add.
 pub trait EventHandler<K>: Send + Sync {
@@ -84,6 +116,72 @@ mod tests {
             data: Some(BTreeMap::from([("v".to_owned(), data.to_owned())])),
             ..Default::default()
         })
+    }
+
+    fn at_rv(rv: &str) -> Arc<ConfigMap> {
+        let mut o = (*cm("ns", "x", "1")).clone();
+        o.metadata.resource_version = Some(rv.into());
+        Arc::new(o)
+    }
+
+    /// Upstream's `eventhandler_test.go` "WithLowPriorityWhenUnchanged" table: low for an
+    /// initial-list create and an unchanged update; default for every other event.
+    #[test]
+    fn only_an_initial_list_create_and_an_unchanged_update_are_low_priority() {
+        let cases: Vec<(&str, Event<ConfigMap>, Option<Priority>)> = vec![
+            (
+                "create, initial list",
+                Event::Create {
+                    object: at_rv("1"),
+                    is_in_initial_list: true,
+                },
+                Some(LOW_PRIORITY),
+            ),
+            (
+                "create, later",
+                Event::Create {
+                    object: at_rv("1"),
+                    is_in_initial_list: false,
+                },
+                None,
+            ),
+            (
+                "update, same rv (a resync)",
+                Event::Update {
+                    old: Some(at_rv("7")),
+                    new: Some(at_rv("7")),
+                },
+                Some(LOW_PRIORITY),
+            ),
+            (
+                "update, new rv",
+                Event::Update {
+                    old: Some(at_rv("7")),
+                    new: Some(at_rv("8")),
+                },
+                None,
+            ),
+            (
+                "update, no old object",
+                Event::Update {
+                    old: None,
+                    new: Some(at_rv("7")),
+                },
+                None,
+            ),
+            (
+                "delete",
+                Event::Delete {
+                    object: at_rv("7"),
+                    delete_state_unknown: false,
+                },
+                None,
+            ),
+            ("generic", Event::Generic { object: at_rv("7") }, None),
+        ];
+        for (what, event, want) in cases {
+            assert_eq!(priority_when_unchanged(&event), want, "{what}");
+        }
     }
 
     fn requests(ev: Event<ConfigMap>) -> Vec<Request> {

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! informer ──on_add/on_update/on_delete──► Event ──predicates──► handler ──► Request ──► queue
-//!                                                                 (name, namespace only)
+//!                                                          (name, namespace only; a priority)
 //! ```
 //!
 //! A worker takes a [`Request`] from the queue, reads the object from the informer's cache and
@@ -22,6 +22,7 @@ pub mod handler;
 pub mod metrics;
 pub mod predicate;
 pub mod priorityqueue;
+pub mod queue;
 pub mod reconcile;
 pub mod release;
 mod source;
@@ -29,6 +30,8 @@ mod source;
 pub use context::{Context, ContextError};
 pub use controller::{Action, Builder, Controller, ControllerError, Outcome, Reconciler, decide};
 pub use event::Event;
+pub use handler::LOW_PRIORITY;
 pub use metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel};
+pub use queue::RequestQueue;
 pub use reconcile::{Error, Request, Result};
 pub use release::{QueueKind, Release, SyncGate};

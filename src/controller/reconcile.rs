@@ -1,5 +1,6 @@
 //! What a reconciler is given and what it returns. Follows controller-runtime's
-//! `pkg/reconcile/reconcile.go` (v0.22.5 and v0.24.1; they differ only in `Result.Priority`).
+//! `pkg/reconcile/reconcile.go` (v0.22.5 and v0.24.1; they differ only in `Result.Priority`,
+//! which v0.24 has and v0.22 lacks).
 //!
 //! The one rule this module exists to state: a [`Request`] names an object and says nothing
 //! else. It carries no event (created? updated? deleted?) and no object contents. A reconciler
@@ -8,13 +9,16 @@
 //! the whole difference between a level-triggered and an edge-triggered controller.
 //!
 //! # Differences from upstream
-//! - `Result.Priority` (v0.24) is not modelled: it only matters for controller-runtime's
-//!   priority queue (the default from v0.23), which is not ported yet (see
-//!   [`Release`](super::Release)).
+//! - An error carries no [`Result`] (a reconcile returns one or the other), so a `priority`
+//!   cannot come with an error: an error's requeue keeps the request's priority, where
+//!   upstream's v0.24 would take a `Result.Priority` returned beside the error
+//!   ([`Release::requeue_priority`](super::Release::requeue_priority)).
 //! - `Requeue` is kept although upstream has deprecated it, because its backoff behaviour is one
 //!   of the things the book measures.
 
 use std::{fmt, time::Duration};
+
+use super::priorityqueue::Priority;
 
 /// The unit of work: the namespace and name of one object, and nothing more.
 ///
@@ -61,12 +65,18 @@ impl fmt::Display for Request {
 /// | `Result::done()` | `forget` the request's failures |
 /// | `requeue_after > 0` | `forget`, then `add_after(d)`; wins over `requeue` |
 /// | `requeue` | `add_rate_limited`, **without** `forget`, so repeated requeues back off |
+///
+/// Any requeue is added at the request's priority (what the queue handed it out with), or at
+/// `priority` when set: v0.24 only, and only a priority queue orders by it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Result {
     /// Ask for a rate-limited requeue. Deprecated upstream; see the table above.
     pub requeue: bool,
     /// Requeue after this delay, not rate-limited. Zero means no delayed requeue.
     pub requeue_after: Duration,
+    /// The priority of the requeue this result asks for (upstream v0.23+ `Result.Priority`);
+    /// `None` keeps the request's own. Ignored under v0.22, which has no such field.
+    pub priority: Option<Priority>,
 }
 
 impl Result {
@@ -78,8 +88,8 @@ impl Result {
     /// Look at this object again after `d`, whether or not it changes.
     pub fn requeue_after(d: Duration) -> Self {
         Result {
-            requeue: false,
             requeue_after: d,
+            ..Result::default()
         }
     }
 
@@ -87,7 +97,15 @@ impl Result {
     pub fn requeue() -> Self {
         Result {
             requeue: true,
-            requeue_after: Duration::ZERO,
+            ..Result::default()
+        }
+    }
+
+    /// The same result, asking that its requeue be added at `priority`.
+    pub fn with_priority(self, priority: Priority) -> Self {
+        Result {
+            priority: Some(priority),
+            ..self
         }
     }
 
@@ -147,6 +165,10 @@ mod tests {
         assert!(Result::done().is_zero());
         assert!(!Result::requeue().is_zero());
         assert!(!Result::requeue_after(Duration::from_millis(1)).is_zero());
+        assert!(
+            !Result::done().with_priority(0).is_zero(),
+            "upstream: a set pointer"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Which controller-runtime release a controller follows: one setting for every behaviour
 //! that differs between the two the crate ports. Read against controller-runtime v0.22.5 and
 //! v0.24.1: `pkg/internal/controller/controller.go`, `pkg/controller/controller.go`,
-//! `pkg/config/controller.go`, `pkg/internal/source/kind.go` and
-//! `pkg/controller/priorityqueue/priorityqueue.go`.
+//! `pkg/config/controller.go`, `pkg/internal/source/kind.go`, `pkg/reconcile/reconcile.go`,
+//! `pkg/handler/eventhandler.go`, `pkg/internal/controller/metrics/metrics.go`,
+//! `pkg/internal/metrics/workqueue.go` and `pkg/controller/priorityqueue/priorityqueue.go`.
 //!
 //! Like the feature gates' emulated version ([`FeatureGates::at_minor`]), it is chosen once,
 //! when the controller is built ([`Builder::release`]), and the defaults follow the newest
@@ -10,29 +11,120 @@
 //!
 //! | behaviour | [`Release::V0_22`] | [`Release::V0_24`] (default) |
 //! |---|---|---|
-//! | workers start once ([`SyncGate`]) | the informer has synced | …and this controller's handler has received the initial list |
 //! | the default queue ([`QueueKind`]) | rate-limiting queue | priority queue |
+//! | the default rate limiter ([`QueueKind::default_rate_limiter`]) | max(exponential 5 ms..1000 s, bucket 10 qps / burst 100) | exponential 5 ms..1000 s |
+//! | initial-list creates and resyncs | queued like any change | queued at `LOW_PRIORITY`, behind real changes |
+//! | workers start once ([`SyncGate`]) | the informer has synced | …and this controller's handler has received the initial list |
 //! | after shutdown, workers | take the keys still queued, then stop | stop taking keys at once |
+//! | `Result::priority` | ignored (no such field) | the priority of the requeue |
 //! | `reconcile_timeouts_total` | absent (stays 0) | counted |
 //!
-//! What both share: the reconcile context is cancelled at shutdown and by
-//! `ReconciliationTimeout`; `reconcile_panics_total` counts every panic, recovered or not.
+//! The queue rows follow from the queue, not the release: [`Builder::use_priority_queue`]
+//! (upstream `UsePriorityQueue`) picks either queue under either release, and the limiter
+//! and shutdown follow it, as upstream. What both releases share: the requeue decisions
+//! ([`decide`](super::decide)), the reconcile context cancelled at shutdown and by
+//! `ReconciliationTimeout`, `reconcile_panics_total` counting every panic.
+//!
+//! # Every difference between v0.22.5 and v0.24.1
+//!
+//! Lines are v0.24.1's unless the item says otherwise. "Modelled" names where the port does
+//! it and the test that holds it; "named" says why not.
+//!
+//! 1. **The default queue.** `UsePriorityQueue` is dereferenced with default `false` at
+//!    v0.22.5 and `true` at v0.24.1 (`pkg/controller/controller.go:253,262`; the option's doc
+//!    in `pkg/config/controller.go:82`). Modelled: [`Release::queue_kind`];
+//!    `tests/controller.rs`, `each_release_builds_its_own_default_queue`.
+//! 2. **The default rate limiter**, chosen by the same flag (`controller.go:252-258`):
+//!    exponential 5 ms..1000 s alone with the priority queue, the max of that and a 10 qps /
+//!    burst 100 bucket without it. Modelled: [`QueueKind::default_rate_limiter`];
+//!    `tests/recorded_upstream`, `controller_runtime_v0_24_default_limiter` and `…v0_22…`;
+//!    `tests/controller.rs`, `each_release_builds_its_own_default_queue`.
+//! 3. **Shutdown.** The priority queue's `GetWithPriority` reports the shutdown at once
+//!    (`priorityqueue.go:424`), so workers stop with keys still queued; client-go's `Get`
+//!    first hands out what is queued (a drain). Follows from 1. Modelled: the queue itself;
+//!    `tests/controller.rs`, `the_drain_at_shutdown_follows_the_queue_not_the_release`.
+//! 4. **`ShutDownWithDrain`** does not wait for held keys on the priority queue
+//!    (`priorityqueue.go:482`). Follows from 1. Modelled:
+//!    [`RequestQueue::shut_down_with_drain`](super::RequestQueue::shut_down_with_drain).
+//! 5. **`Len` and the queue metrics** mean other things: the priority queue counts ready keys
+//!    including ones re-added while held, its depth is per priority, `adds` counts keys
+//!    becoming ready and `retries` only non-zero delays. Follows from 1. Modelled: the queue
+//!    (its module's comparison table); `tests/controller.rs`,
+//!    `each_release_reports_its_own_queue_metrics`.
+//! 6. **A requeue merges into a pending change** on the priority queue (ready stays ready),
+//!    where client-go's queue runs the key now and again after the delay. Follows from 1.
+//!    Modelled: `tests/upstream_controller_runtime_release.rs`,
+//!    `a_requeue_after_is_absorbed_by_a_change_during_the_reconcile_on_the_priority_queue`.
+//! 7. **The cache-sync gate.** `Kind.Start` also waits for this handler's registration to
+//!    sync ("Delay reconciliation until handlers sync", `pkg/internal/source/kind.go:111`).
+//!    Modelled: [`Release::sync_gate`]; `tests/upstream_controller_runtime.rs`,
+//!    `should_not_call_reconcile_until_all_event_handlers_have_processed_initial_objects`.
+//! 8. **`Result.Priority`** (`pkg/reconcile/reconcile.go:51`), which replaces the request's
+//!    priority for any requeue, an error's included (`controller.go:479`). Modelled:
+//!    [`Release::requeue_priority`]; `tests/upstream_controller_runtime_release.rs`,
+//!    `should_use_the_priority_from_result_*`. Named: an error carries no `Result` in Rust,
+//!    so an error's requeue keeps the request's priority (`reconcile` module's differences;
+//!    `an_error_carries_no_result_so_its_requeue_keeps_the_requests_priority`).
+//! 9. **`controller_runtime_reconcile_timeouts_total`** (`metrics/metrics.go:88`, initialised
+//!    to 0 at `controller.go:456`), counted only when *the controller's* deadline ended the
+//!    reconcile (`context.WithTimeoutCause`, `controller.go:217-230`). Modelled:
+//!    [`Release::counts_reconcile_timeouts`]; `tests/faults_controller.rs`.
+//! 10. **The warning for an error with a result** now fires only when `Requeue` or
+//!     `RequeueAfter` is set, not for any non-zero result (v0.22.5 `controller.go:471`,
+//!     v0.24.1 `:491`). Named: a Rust reconcile cannot return both.
+//! 11. **The cache-sync timeout's message** names the source (`kind.go:146`, `String()`),
+//!     and a handler that never syncs fails with "handler did not sync" (`kind.go:112`).
+//!     Named: the port's [`ControllerError::CacheSyncTimeout`](super::ControllerError) has one
+//!     wording for both.
+//! 12. **The priority queue itself** (`priorityqueue.go`): two trees instead of one, a key
+//!     promoted by time gets a fresh counter (`:346`), a raised priority goes to the back of
+//!     its new level (`:253`), and adds are buffered (`:172`). The port is the v0.24 queue
+//!     under both releases; named in `priorityqueue`'s module docs (a v0.22 controller uses
+//!     it only with `use_priority_queue(true)`).
+//! 13. **The depth metric's priority label** is capped at 25 distinct priorities, then
+//!     `"exceeded_cardinality_limit"` (`pkg/internal/metrics/workqueue.go:173`). Named in
+//!     `priorityqueue::metrics` (a property of the Prometheus provider).
+//! 14. **Low priority for unchanged objects**: `EnqueueRequestForObject` and the other
+//!     built-in handlers add initial-list creates and equal-resourceVersion updates at
+//!     `LowPriority` = -100 (`pkg/handler/eventhandler.go:178,218,234`), the same code at
+//!     both tags, but it only has an effect on a priority queue, so it arrives with 1.
+//!     Modelled: [`priority_when_unchanged`](super::handler::priority_when_unchanged) applied
+//!     by the source; `tests/upstream_controller_runtime_release.rs`,
+//!     `initial_list_and_resync_requests_are_low_priority_on_a_priority_queue` and
+//!     `a_change_overtakes_the_initial_list_on_the_priority_queue`.
+//! 15. **Metrics per release**: v0.24's controller has eight `controller_runtime_*` metrics
+//!     (9 added the timeouts), v0.22's seven; and its default queue reports the priority
+//!     queue's workqueue metrics (depth per priority, see 5) instead of client-go's.
+//!     Modelled: 5 and 9, and the controller's queue takes a
+//!     [`Provider`](super::priorityqueue::Provider) that either queue uses
+//!     ([`Builder::with_queue_metrics`]); `tests/controller.rs`,
+//!     `each_release_reports_its_own_queue_metrics`.
+//!
+//! Not a difference of behaviour: `new(x)` for `ptr.To(x)`, the forked btree, `any` for
+//! `interface{}`, the source's `String()` for unstructured objects. Each release also pairs
+//! with its own client-go (v0.22 with v0.34, v0.24 with v0.36); the port runs both on
+//! client-go v0.36's machinery.
 //!
 //! # Invariants
-//! 1. Every behaviour that differs by release is read from a [`Release`] method, so this file
-//!    is the one table of them.
+//! 1. Every behaviour that differs by release is read from a [`Release`] method (or, for
+//!    the queue's consequences, a [`QueueKind`] one), so this file is the one table of them.
 //!
 //! # Differences from upstream
 //! - Upstream has no such setting: a program links one release. The port keeps both so the
 //!   book can run one experiment under each.
-//! - v0.24's default queue is the priority queue (`controller::priorityqueue`), which is not
-//!   ported yet. Until it is, [`Release::V0_24`] builds the rate-limiting queue with v0.22's
-//!   default limiter (upstream's priority queue drops the token bucket), and only the priority
-//!   queue's shutdown is emulated: no key is handed out once the queue is shut down. Priorities
-//!   are not modelled. [`Release::queue_kind`] is the seam where the priority queue goes.
 //!
 //! [`FeatureGates::at_minor`]: crate::features::FeatureGates::at_minor
 //! [`Builder::release`]: super::Builder::release
+//! [`Builder::use_priority_queue`]: super::Builder::use_priority_queue
+//! [`Builder::with_queue_metrics`]: super::Builder::with_queue_metrics
+
+use std::hash::Hash;
+
+use super::{Outcome, priorityqueue::Priority};
+use crate::workqueue::{
+    DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter, RateLimiter,
+    default_controller_rate_limiter,
+};
 
 /// A controller-runtime release whose behaviour a controller follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
@@ -57,16 +149,41 @@ pub enum SyncGate {
     Handler,
 }
 
-/// Which queue a release builds by default (upstream `UsePriorityQueue`, whose default turned
-/// true in v0.23).
+/// Which queue a controller builds (upstream `UsePriorityQueue`, whose default turned true in
+/// v0.23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum QueueKind {
-    /// client-go's rate-limiting queue. After `ShutDown` its `Get` still hands out every
-    /// queued key, so workers drain it (with a cancelled context).
+    /// client-go's rate-limiting queue (FIFO, no priorities). After `ShutDown` its `Get`
+    /// still hands out every queued key, so workers drain it (with a cancelled context).
     RateLimiting,
     /// controller-runtime's priority queue. After `ShutDown` its `GetWithPriority` reports the
     /// shutdown at once, so workers stop with keys still queued.
     Priority,
+}
+
+impl QueueKind {
+    /// The limiter controller-runtime gives a controller that sets none
+    /// (`NewTypedUnmanaged`, the same rule at v0.22.5 and v0.24.1): per-item exponential
+    /// 5 ms..1000 s for the priority queue; for the rate-limiting queue the max of that and a
+    /// 10 qps / burst 100 token bucket (`default_controller_rate_limiter`).
+    pub fn default_rate_limiter<T>(self) -> Box<dyn RateLimiter<T>>
+    where
+        T: Eq + Hash + Clone + Send + Sync + 'static,
+    {
+        match self {
+            QueueKind::RateLimiting => Box::new(default_controller_rate_limiter()),
+            QueueKind::Priority => Box::new(ItemExponentialFailureRateLimiter::new(
+                DEFAULT_BASE_DELAY,
+                DEFAULT_MAX_DELAY,
+            )),
+        }
+    }
+
+    /// Whether workers keep taking queued keys after shutdown (client-go's `Get` drains; the
+    /// priority queue's does not).
+    pub fn drains_on_shutdown(self) -> bool {
+        self == QueueKind::RateLimiting
+    }
 }
 
 impl Release {
@@ -81,7 +198,7 @@ impl Release {
         }
     }
 
-    /// What workers wait for before they start.
+    /// What workers wait for before they start (item 7).
     pub fn sync_gate(self) -> SyncGate {
         match self {
             Release::V0_22 => SyncGate::Informer,
@@ -89,8 +206,10 @@ impl Release {
         }
     }
 
-    /// The queue this release builds by default (see the module's differences: the priority
-    /// queue itself is not built yet).
+    /// The queue this release builds unless [`Builder::use_priority_queue`] says otherwise
+    /// (item 1).
+    ///
+    /// [`Builder::use_priority_queue`]: super::Builder::use_priority_queue
     pub fn queue_kind(self) -> QueueKind {
         match self {
             Release::V0_22 => QueueKind::RateLimiting,
@@ -98,12 +217,37 @@ impl Release {
         }
     }
 
-    /// Whether workers keep taking queued keys after shutdown (follows from the queue).
-    pub fn drains_queue_on_shutdown(self) -> bool {
-        self.queue_kind() == QueueKind::RateLimiting
+    /// The limiter a controller of this release gets when it sets none: its default queue's
+    /// ([`QueueKind::default_rate_limiter`], item 2).
+    pub fn default_rate_limiter<T>(self) -> Box<dyn RateLimiter<T>>
+    where
+        T: Eq + Hash + Clone + Send + Sync + 'static,
+    {
+        self.queue_kind().default_rate_limiter()
     }
 
-    /// Whether `controller_runtime_reconcile_timeouts_total` exists (added in v0.23).
+    /// Whether workers keep taking queued keys after shutdown with this release's default
+    /// queue (item 3).
+    pub fn drains_queue_on_shutdown(self) -> bool {
+        self.queue_kind().drains_on_shutdown()
+    }
+
+    /// Whether `Result::priority` exists (added in v0.23; item 8).
+    pub fn honours_result_priority(self) -> bool {
+        self == Release::V0_24
+    }
+
+    /// The priority a reconcile's requeue is added at: `claimed`, the priority the queue
+    /// handed the request out with (0 from a rate-limiting queue), unless the result sets
+    /// one and the release has the field (upstream `reconcileHandler`).
+    pub fn requeue_priority(self, outcome: &Outcome, claimed: Priority) -> Priority {
+        match outcome {
+            Ok(result) if self.honours_result_priority() => result.priority.unwrap_or(claimed),
+            _ => claimed,
+        }
+    }
+
+    /// Whether `controller_runtime_reconcile_timeouts_total` exists (added in v0.23; item 9).
     pub fn counts_reconcile_timeouts(self) -> bool {
         self == Release::V0_24
     }
@@ -120,7 +264,17 @@ impl std::fmt::Display for Release {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::controller::{Error, Result as ReconcileResult};
+
+    /// The first delay `limiter` gives each of `n` fresh keys, asked back to back.
+    fn first_failure_delays(limiter: &dyn RateLimiter<String>, n: usize) -> Vec<Duration> {
+        (1..=n)
+            .map(|i| limiter.when(&format!("obj-{i:03}")))
+            .collect()
+    }
 
     #[test]
     fn the_default_is_the_release_that_pairs_with_client_go_v0_36() {
@@ -135,16 +289,59 @@ mod tests {
                 r.sync_gate(),
                 r.queue_kind(),
                 r.drains_queue_on_shutdown(),
+                r.honours_result_priority(),
                 r.counts_reconcile_timeouts(),
             )
         };
         assert_eq!(
             row(Release::V0_22),
-            (SyncGate::Informer, QueueKind::RateLimiting, true, false)
+            (
+                SyncGate::Informer,
+                QueueKind::RateLimiting,
+                true,
+                false,
+                false
+            )
         );
         assert_eq!(
             row(Release::V0_24),
-            (SyncGate::Handler, QueueKind::Priority, false, true)
+            (SyncGate::Handler, QueueKind::Priority, false, true, true)
         );
+    }
+
+    /// Item 8: `Result::priority` wins under v0.24, is ignored under v0.22, and an error
+    /// (which carries no result) keeps the claimed priority under both.
+    #[test]
+    fn a_result_priority_replaces_the_claimed_one_only_under_v0_24() {
+        let raised: Outcome = Ok(ReconcileResult::requeue().with_priority(10));
+        let plain: Outcome = Ok(ReconcileResult::requeue());
+        let failed: Outcome = Err(Error::retry("x"));
+        let low = -100;
+        assert_eq!(Release::V0_24.requeue_priority(&raised, low), 10);
+        assert_eq!(Release::V0_22.requeue_priority(&raised, low), low);
+        for r in Release::ALL {
+            assert_eq!(r.requeue_priority(&plain, low), low, "{r}");
+            assert_eq!(r.requeue_priority(&failed, low), low, "{r}");
+        }
+    }
+
+    /// Item 2: 120 fresh failures back to back. The bucket (burst 100, 10 qps) delays the
+    /// 101st by 100 ms; the priority queue's limiter never looks past the key.
+    #[test]
+    fn only_the_rate_limiting_queues_default_limiter_has_a_bucket() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(async {
+                let ms = Duration::from_millis;
+                let classic =
+                    first_failure_delays(&*QueueKind::RateLimiting.default_rate_limiter(), 120);
+                assert_eq!(classic[99], ms(5));
+                assert_eq!((classic[100], classic[119]), (ms(100), ms(2000)));
+                let pq = first_failure_delays(&*QueueKind::Priority.default_rate_limiter(), 120);
+                assert!(pq.iter().all(|d| *d == ms(5)), "{pq:?}");
+            });
     }
 }

@@ -4,9 +4,12 @@
 //!
 //! ```text
 //!  on_add(obj, initial) ──► Event::Create ─┐
-//!  on_update(old, new)  ──► Event::Update ─┼─► every predicate ─► EventHandler ─► queue.add
-//!  on_delete(obj | tombstone) ► Event::Delete (tombstone unwrapped) ─┘
+//!  on_update(old, new)  ──► Event::Update ─┼─► every predicate ─► EventHandler ─► queue
+//!  on_delete(obj | tombstone) ► Event::Delete (tombstone unwrapped) ─┘   add_with_opts{priority}
 //! ```
+//!
+//! Each request is added at [`priority_when_unchanged`] for its event: `LOW_PRIORITY` for an
+//! initial-list create or a resync, none otherwise (a rate-limiting queue ignores it).
 //!
 //! # Invariants
 //! 1. `events` counts every callback that reaches the source; `enqueued` every request the
@@ -15,18 +18,22 @@
 //! # Differences from upstream
 //! - Upstream also drops a tombstone whose object is of the wrong type; here the type system
 //!   rules that out, so only a tombstone without an object is dropped (with the same error).
+//! - The low priority is applied here, for any handler, rather than inside each built-in
+//!   handler (see [`handler`](super::handler)'s differences).
 
 use std::sync::{Arc, atomic::Ordering};
 
 use super::{
-    Event, Request, handler::EventHandler, metrics::ControllerMetrics, predicate::Predicate,
+    Event,
+    handler::{EventHandler, priority_when_unchanged},
+    metrics::ControllerMetrics,
+    predicate::Predicate,
+    priorityqueue::AddOpts,
+    queue::RequestQueue,
 };
-use crate::{
-    cache::{
-        Object,
-        shared_informer::{DeletedObject, ResourceEventHandler},
-    },
-    workqueue::RateLimitingQueue,
+use crate::cache::{
+    Object,
+    shared_informer::{DeletedObject, ResourceEventHandler},
 };
 
 /// The informer handler: callbacks → [`Event`] → predicates → handler → queue (upstream's
@@ -34,7 +41,7 @@ use crate::{
 pub(crate) struct Source<K> {
     pub(crate) predicates: Vec<Box<dyn Predicate<K>>>,
     pub(crate) handler: Box<dyn EventHandler<K>>,
-    pub(crate) queue: RateLimitingQueue<Request>,
+    pub(crate) queue: RequestQueue,
     pub(crate) metrics: Arc<ControllerMetrics>,
 }
 
@@ -44,9 +51,13 @@ impl<K: Object> Source<K> {
         if !self.predicates.iter().all(|p| p.matches(&event)) {
             return;
         }
+        let opts = AddOpts {
+            priority: priority_when_unchanged(&event),
+            ..AddOpts::default()
+        };
         self.handler.handle(&event, &mut |request| {
             self.metrics.enqueued.fetch_add(1, Ordering::SeqCst);
-            self.queue.add(request);
+            self.queue.add_with_opts(opts, [request]);
         });
     }
 }

@@ -27,6 +27,8 @@ pub mod kube_runtime;
 #[doc(hidden)]
 pub mod method;
 #[doc(hidden)]
+pub mod moved;
+#[doc(hidden)]
 pub mod resync;
 pub mod rig;
 #[doc(hidden)]

@@ -69,18 +69,25 @@ pub fn informer(
     watch: Vec<Scripted<ConfigMap>>,
     policy: HandlerPanic,
 ) -> Arc<Informer> {
+    let options = InformerOptions {
+        handler_panic: policy,
+        ..InformerOptions::new(Duration::ZERO)
+    };
+    informer_with(names, watch, options)
+}
+
+/// [`informer`] with its options given: a resync period, a panic policy.
+pub fn informer_with(
+    names: &[&str],
+    watch: Vec<Scripted<ConfigMap>>,
+    options: InformerOptions,
+) -> Arc<Informer> {
     let lw = Lw::new().without_watch_list();
     lw.push_list(Ok(page("1", names.iter().map(|n| cm(n, "1")).collect())));
     let mut steps = watch;
     steps.push(Scripted::Hang);
     lw.push_watch(ScriptedWatch::Stream(steps));
-    Arc::new(SharedIndexInformer::new(
-        lw,
-        InformerOptions {
-            handler_panic: policy,
-            ..InformerOptions::new(Duration::ZERO)
-        },
-    ))
+    Arc::new(SharedIndexInformer::new(lw, options))
 }
 
 /// An informer running in its own task until [`RunningInformer::stop`].

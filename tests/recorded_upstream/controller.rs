@@ -3,23 +3,24 @@
 use std::time::Duration;
 
 use controlloop::{
-    controller::{Action, Error, Outcome, Result as ReconcileResult, decide},
-    lab::rig::within,
-    workqueue::{
-        ItemExponentialFailureRateLimiter, RateLimiter, RateLimitingQueue,
-        default_controller_rate_limiter,
+    controller::{
+        Error, Outcome, QueueKind, Release, Result as ReconcileResult, decide,
+        priorityqueue::ControllerQueue,
     },
+    lab::rig::within,
+    workqueue::{RateLimiter, RateLimitingQueue, default_controller_rate_limiter},
 };
 
-use crate::{SECOND, WEB, body, compare, go_duration, paused};
+use crate::{SECOND, WEB, compare, go_duration, paused};
 
 // ---------------------------------------------------------------------------------------
 // controller-runtime
 // ---------------------------------------------------------------------------------------
 
 /// The queue calls for each reconcile outcome: the port's `decide` (which its controller
-/// applies, keeps I2 of `controller`), applied to a rate-limiting queue holding the request,
-/// then `done`. Upstream's calls were logged by a queue wrapper inside a running controller.
+/// applies, keeps I2 of `controller`), applied as the controller applies it to a
+/// rate-limiting queue holding the request, then `done`. Upstream's calls were logged by a
+/// queue wrapper inside a running controller with `UsePriorityQueue=false`.
 fn requeue_lines() -> Vec<String> {
     let thirty = Duration::from_secs(30);
     let cases: Vec<(&str, Outcome)> = vec![
@@ -33,7 +34,7 @@ fn requeue_lines() -> Vec<String> {
             "Result{Requeue: true, RequeueAfter: 30s}",
             Ok(ReconcileResult {
                 requeue: true,
-                requeue_after: thirty,
+                ..ReconcileResult::requeue_after(thirty)
             }),
         ),
         ("error", Err(Error::retry("boom"))),
@@ -54,18 +55,21 @@ fn requeue_lines() -> Vec<String> {
             let req = within(SECOND, "get", q.get()).await.expect("queued");
             let mut calls = Vec::new();
             for action in decide(&outcome).1 {
-                match action {
-                    Action::Forget => {
+                // What the controller does with each action: forget, or an AddWithOpts that
+                // upstream's wrapper (here `ControllerQueue` for the rate-limiting queue) turns
+                // into the classic call the recording logged.
+                match action.opts(0) {
+                    None => {
                         q.forget(&req);
                         calls.push("Forget".to_string());
                     }
-                    Action::AddAfter(d) => {
-                        q.add_after(req.clone(), d);
-                        calls.push(format!("AddAfter {}", go_duration(d)));
-                    }
-                    Action::AddRateLimited => {
-                        q.add_rate_limited(req.clone());
-                        calls.push("AddRateLimited".to_string());
+                    Some(opts) => {
+                        ControllerQueue::add_with_opts(&q, opts, [req.clone()]);
+                        calls.push(if opts.rate_limited {
+                            "AddRateLimited".to_string()
+                        } else {
+                            format!("AddAfter {}", go_duration(opts.after))
+                        });
                     }
                 }
             }
@@ -112,57 +116,56 @@ fn limiter_ranges(lines: &mut Vec<String>, l: &dyn RateLimiter<String>) {
     }
 }
 
-/// What controller-runtime passes as the limiter with the priority queue: exponential only.
-/// The port has no priority queue; this is its limiter at those parameters.
-fn priority_queue_limiter() -> ItemExponentialFailureRateLimiter<String> {
-    ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000))
-}
-
-/// The three cases as recorded: `unset` is the limiter for an unconfigured controller;
-/// without the priority queue it is the port's [`default_controller_rate_limiter`], with it
-/// [`priority_queue_limiter`].
-fn default_limiter_lines(unset: &dyn RateLimiter<String>) -> Vec<String> {
+/// The three cases as recorded, each rendered from the limiter the port's controller builds
+/// for it ([`QueueKind::default_rate_limiter`] of the queue the builder picks): `unset` is the
+/// release's own queue ([`Release::queue_kind`]), then `use_priority_queue(false)` and
+/// `use_priority_queue(true)`.
+fn default_limiter_lines(unset: QueueKind) -> Vec<String> {
     let mut lines = vec!["UsePriorityQueue unset:".to_string()];
-    limiter_ranges(&mut lines, unset);
+    limiter_ranges(&mut lines, &*unset.default_rate_limiter());
     lines.push("UsePriorityQueue=false:".to_string());
-    limiter_ranges(&mut lines, &default_controller_rate_limiter::<String>());
+    limiter_ranges(&mut lines, &*QueueKind::RateLimiting.default_rate_limiter());
     lines.push("UsePriorityQueue=true:".to_string());
-    limiter_ranges(&mut lines, &priority_queue_limiter());
+    limiter_ranges(&mut lines, &*QueueKind::Priority.default_rate_limiter());
     lines
 }
 
-/// The port follows v0.22: an unconfigured controller (v0.22's default: no priority queue)
-/// gets [`default_controller_rate_limiter`], which is what the port's `Controller` uses.
+/// v0.22: an unconfigured controller builds the rate-limiting queue, and with it the limiter
+/// with the 10 qps / burst 100 bucket.
 #[test]
 fn controller_runtime_v0_22_default_limiter() {
-    let lines = default_limiter_lines(&default_controller_rate_limiter::<String>());
-    compare("controller_runtime_v0.22_default_limiter", lines);
+    compare(
+        "controller_runtime_v0.22_default_limiter",
+        default_limiter_lines(Release::V0_22.queue_kind()),
+    );
 }
 
-/// v0.24 made the priority queue, and with it the exponential-only limiter, the default.
-/// The port follows v0.22 here (a named difference: README, "Which upstream it follows"), so
-/// the unset case is rendered with the limiter v0.24 picks, not with the port's default.
+/// v0.24 made the priority queue the default, and with it the exponential-only limiter: the
+/// port's default release builds the same.
 #[test]
 fn controller_runtime_v0_24_default_limiter() {
     compare(
         "controller_runtime_v0.24_default_limiter",
-        default_limiter_lines(&priority_queue_limiter()),
+        default_limiter_lines(Release::default().queue_kind()),
     );
 }
 
-/// The named difference, shown: the port's default limiter is not v0.24's.
+/// The comparison fires when the port's default is the wrong release's: rendering v0.24's
+/// unset case with the rate-limiting queue's limiter (the port before it followed v0.24)
+/// fails, and the diff shows the bucket's delays where upstream has none.
 #[test]
-fn the_ports_default_limiter_is_v0_22s_not_v0_24s() {
-    let port = default_limiter_lines(&default_controller_rate_limiter::<String>());
-    let path = format!(
-        "{}/upstream/recorded/controller_runtime_v0.24_default_limiter.txt",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let v024 = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    let port: String = port.iter().map(|l| format!("{l}\n")).collect();
-    assert_ne!(
-        body(&v024),
-        port,
-        "v0.24's default now matches the port's: update the README"
+fn a_v0_24_default_with_v0_22s_limiter_fails_the_comparison() {
+    let broken = default_limiter_lines(QueueKind::RateLimiting);
+    let failed = std::panic::catch_unwind(|| {
+        compare("controller_runtime_v0.24_default_limiter", broken);
+    })
+    .expect_err("v0.22's limiter passed as v0.24's default");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message
+            .contains("-  requests 001-120: 5ms\n+  requests 001-100: 5ms\n+  request 101: 100ms"),
+        "{message}"
     );
 }

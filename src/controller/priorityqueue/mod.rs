@@ -75,6 +75,8 @@
 //!
 //! # Differences between controller-runtime v0.22 and v0.24 (the queue)
 //!
+//! The queue's share of the full list in [`Release`](crate::controller::Release)'s docs.
+//!
 //! - **Which queue**: `UsePriorityQueue` defaults to false at v0.22.5 and to true at v0.23.0
 //!   and later (`pkg/controller/controller.go`, `NewTypedUnmanaged`).
 //! - **Default rate limiter**: with the priority queue, per-item exponential 5 ms..1000 s only;
@@ -90,7 +92,8 @@
 //!   most 25 distinct priorities, then `"exceeded_cardinality_limit"`
 //!   (`pkg/internal/metrics/workqueue.go`); not ported (see [`metrics`]).
 //! - **`Result::priority`** (v0.23+ `reconcile.Result.Priority`): the priority of any requeue,
-//!   error requeues included; absent, the request keeps the priority it was handed out with.
+//!   error requeues included (in the port an error carries no result, so it keeps the
+//!   request's); absent, the request keeps the priority it was handed out with.
 //! - **Low priority for unchanged objects** (both versions, only with the priority queue):
 //!   a create from the informer's initial list, and an update whose old and new resource
 //!   versions are equal (a resync), are added at `LowPriority` (-100) by
@@ -109,7 +112,7 @@ pub mod queue;
 #[cfg(test)]
 mod tests;
 
-pub use core::{Bug, Priority, PriorityQueueCore};
+pub use core::{Bug, Entry, Priority, PriorityQueueCore};
 pub use interface::ControllerQueue;
 pub use metrics::{
     DepthMetricWithPriority, InMemoryPriorityMetrics, MetricsProviderWithPriority,

@@ -63,7 +63,7 @@ use std::{
 use tokio::{sync::Notify, time::Instant};
 
 use super::{
-    core::{Add, Bug, Done, Get, Priority, PriorityQueueCore, effective_after},
+    core::{Add, Bug, Done, Entry, Get, Priority, PriorityQueueCore, effective_after},
     metrics::{PriorityQueueMetrics, Provider},
 };
 use crate::workqueue::{
@@ -389,6 +389,13 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
     /// Keys handed out and not yet done.
     pub fn locked_len(&self) -> usize {
         self.lock().core.locked_len()
+    }
+
+    /// `key`'s queued entry (its priority, and its ready time while it waits), if it is
+    /// queued; a held key has one only if it was added again. Upstream has no such call: it
+    /// is here so that tests and chapters can show at which priority a key waits.
+    pub fn entry(&self, key: &T) -> Option<Entry> {
+        self.lock().core.entry(key)
     }
 }
 

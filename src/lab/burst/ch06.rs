@@ -8,10 +8,12 @@ use std::{fmt::Write as _, time::Duration};
 
 use super::{
     Clock, Params, Report, Variant, bands,
+    priority::{StormAndList, storm_and_initial_list},
     sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table},
 };
 use crate::book::{measured, snap};
-use crate::lab::rig::ESSAY;
+use crate::controller::Release;
+use crate::lab::rig::{self, ESSAY};
 
 /// The essay's run under virtual time; snapshot `ch06_essay_virtual`.
 pub fn essay_virtual() -> Report {
@@ -19,6 +21,76 @@ pub fn essay_virtual() -> Report {
     check_claims(&r).expect("durable claims");
     snap::text("ch06_essay_virtual", r.summary());
     r
+}
+
+/// The essay's storm on each controller-runtime release, under virtual time: the durable
+/// claims hold on both, and so does every count (one key, one worker: the rate-limiting
+/// queue and the priority queue hand it out at the same moments). Snapshot
+/// `ch06_essay_releases`.
+pub fn essay_releases() -> Vec<(Release, Report)> {
+    let runs: Vec<(Release, Report)> = Release::ALL
+        .iter()
+        .map(|&r| {
+            (
+                r,
+                super::run(&Params::essay().release(r)).expect("the essay's run"),
+            )
+        })
+        .collect();
+    snap::text("ch06_essay_releases", releases_text(&runs));
+    runs
+}
+
+/// The essay's storm on each release as the chapter pins it: one line per release. Panics
+/// unless the durable claims hold on every run and the runs agree on every count.
+pub fn releases_text(runs: &[(Release, Report)]) -> String {
+    let counts = |r: &Report| {
+        (
+            r.events_delivered,
+            r.keys_added,
+            r.reconciles,
+            r.observed.clone(),
+        )
+    };
+    let mut t = String::new();
+    for (release, r) in runs {
+        check_claims(r).expect("durable claims");
+        assert_eq!(
+            counts(r),
+            counts(&runs[0].1),
+            "{release}: the releases disagree"
+        );
+        let _ = writeln!(
+            t,
+            "{release} ({:?} queue): events heard {}, keys queued {}, reconciles {}, \
+             last acted on {}",
+            release.queue_kind(),
+            r.events_delivered,
+            r.keys_added,
+            r.reconciles,
+            r.final_observed.map_or("none".into(), |v| v.to_string()),
+        );
+    }
+    t
+}
+
+/// The storm beside the rest of the initial list, on each release; snapshot
+/// `ch06_storm_and_initial_list`.
+pub fn storm_and_list() -> Vec<StormAndList> {
+    let runs: Vec<StormAndList> = Release::ALL
+        .iter()
+        .map(|&r| rig::paused(storm_and_initial_list(r)).expect("the storm and the list"))
+        .collect();
+    snap::text("ch06_storm_and_initial_list", storm_and_list_text(&runs));
+    runs
+}
+
+/// Both releases' runs as the chapter pins them.
+pub fn storm_and_list_text(runs: &[StormAndList]) -> String {
+    runs.iter()
+        .map(StormAndList::summary)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The essay's run under the real clock, over HTTP: checks its bands and records snapshot
@@ -275,6 +347,8 @@ pub fn essay_table(cost: &[Report], writes: &[Report], gap: &[Report]) -> String
 /// Everything the chapter shows under virtual time (the `cargo run` experiment).
 pub fn run_virtual() {
     essay_virtual();
+    essay_releases();
+    storm_and_list();
     assert_eq!(
         repeated_virtual(10).len(),
         1,

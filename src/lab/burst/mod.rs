@@ -39,6 +39,7 @@
 pub mod bands;
 pub mod ch06;
 pub mod plot;
+pub mod priority;
 mod report;
 pub mod sweeps;
 mod variants;
@@ -48,7 +49,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
 
-use crate::controller::{Context, Request, Result as ReconcileResult};
+use crate::controller::{Context, Release, Request, Result as ReconcileResult};
 use crate::lab::rig::{self, OBJECT, Storm, set_value, value_of};
 
 pub use crate::controller::Controller;
@@ -82,6 +83,8 @@ pub struct Params {
     pub backend: Backend,
     /// Which controller design runs.
     pub variant: Variant,
+    /// Which controller-runtime release the controller follows (default: the book's, v0.24).
+    pub release: Release,
 }
 
 impl Params {
@@ -94,6 +97,7 @@ impl Params {
             clock: Clock::Virtual,
             backend: Backend::InProcess,
             variant: Variant::Level,
+            release: Release::default(),
         }
     }
     /// With `n` writes.
@@ -130,6 +134,11 @@ impl Params {
     /// With this controller design.
     pub fn variant(mut self, v: Variant) -> Self {
         self.variant = v;
+        self
+    }
+    /// Following this controller-runtime release.
+    pub fn release(mut self, r: Release) -> Self {
+        self.release = r;
         self
     }
 }
@@ -196,6 +205,7 @@ pub async fn level_storm(params: &Params) -> Result<Report, BurstError> {
     };
     // One worker, as in the essay; the one predicate keeps the storm's object only.
     let controller = Controller::builder("storm")
+        .release(params.release) // v0.24 unless a run says otherwise
         .max_concurrent_reconciles(params.workers)
         .with_predicate(rig::Named(OBJECT))
         .build(&cluster.informer, reconcile)?;

@@ -185,9 +185,15 @@ pub fn rows() -> Vec<Row> {
         claim: "A per-object requeue that reads the live object catches the drift (04)",
         controlloop: format!("requeue_after 1 h + GET: blue at {}", blue(&remedy)),
         kube_runtime: format!("Action::requeue(1 h) + GET: blue at {}", blue(&kube_live)),
-        carries_over: [&remedy, &kube_live].iter().all(|d| {
+        // Each catches it within one period after its own lost write.
+        carries_over: [
+            (&remedy, drift::OURS_LOST_WRITE_HOUR),
+            (&kube_live, drift::KUBE_SILENT_WRITE_HOUR),
+        ]
+        .iter()
+        .all(|(d, lost)| {
             d.first_hour_blue_read
-                .is_some_and(|h| (21.0..=22.0).contains(&h))
+                .is_some_and(|h| h > *lost && h <= lost + 1.0)
         }),
         evidence: "ch11_drift",
     });

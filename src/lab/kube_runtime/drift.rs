@@ -40,6 +40,13 @@ use crate::{
 /// One virtual hour.
 pub const HOUR: Duration = Duration::from_secs(3600);
 
+/// The hour of the lost writes in this crate's side ([`controlloop`]: the resync chapter's
+/// timeline).
+pub const OURS_LOST_WRITE_HOUR: f64 = 21.5;
+
+/// The hour of [`script`]'s silent write, on kube-runtime's side.
+pub const KUBE_SILENT_WRITE_HOUR: f64 = 21.0;
+
 /// How the kube-runtime controller of a drift run is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Remedy {

@@ -22,7 +22,7 @@ use crate::cache::{
     shared_informer::{SharedIndexInformer, Variant},
 };
 use crate::controller::{
-    Controller, Event, Request,
+    Controller, Event, Release, Request,
     predicate::{GenerationChanged, Predicate},
 };
 use crate::lab::rig;
@@ -64,6 +64,8 @@ pub struct Setup {
     pub requeue_after: Option<Duration>,
     /// How the watch ends at hour 32.5, if it does.
     pub watch_fault: Option<WatchFault>,
+    /// The controller-runtime release the controller follows (the book's: v0.24).
+    pub release: Release,
 }
 
 impl Setup {
@@ -76,6 +78,7 @@ impl Setup {
             read: Read::Cache,
             requeue_after: None,
             watch_fault: None,
+            release: Release::default(),
         }
     }
 }

@@ -4,13 +4,16 @@
 //! Follows client-go v0.36.3 `util/workqueue/rate_limiting_queue.go` and
 //! `default_rate_limiters.go` (`DefaultTypedControllerRateLimiter`: the maximum of a per-item
 //! exponential limiter, 5 ms doubling to 1000 s, and a shared token bucket of 10 per second with
-//! a burst of 100), which controller-runtime v0.22 uses as its default.
+//! a burst of 100), which controller-runtime v0.22 uses as its default; controller-runtime
+//! v0.24's default is its priority queue with the exponential limiter alone. The runs that
+//! depend on the controller's queue or limiter take a [`Release`] and run under both.
 
 use std::time::Duration;
 
 use crate as controlloop;
 use crate::book::plot::{Figure, Scale, SeriesLabelPosition, plain, seconds};
 use crate::workqueue::{DEFAULT_BURST, DEFAULT_MAX_DELAY};
+use controlloop::controller::{QueueKind, Release, Request, RequestQueue};
 
 /// Chapter 02's first figure: each series' delay by failure number of one key, on a log scale,
 /// with the limiter's ceiling and the first failure that reaches it marked. A series is a
@@ -68,120 +71,151 @@ fn numbered(delays: &[Duration]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Forget where done was meant: the key never comes back (snapshot
-/// `ch02_forget_without_done`).
+// book: ch02_forget_without_done
+/// What a worker that forgot `done` leaves behind.
+#[derive(Debug, PartialEq, serde::Serialize)]
+pub struct Stranded {
+    queue: QueueKind,
+    num_requeues_after_forget: usize,
+    len_after_100_adds: usize,
+    get_within_500ms: bool,
+    after_late_done: Option<String>,
+}
+
+/// Forget where done was meant, on the queue a controller of `release` builds.
+pub async fn forget_without_done(release: Release) -> Stranded {
+    use controlloop::lab::rig::within;
+    use std::time::Duration;
+    let queue = RequestQueue::for_release(release).unwrap(); // v0.22: rate-limiting; v0.24: priority
+    queue.add(Request::new("default", "web"));
+
+    let (key, _) = queue.get_with_priority().await.unwrap(); // a worker takes the key
+    queue.add_rate_limited(key.clone()); // its reconcile failed: retry with backoff
+    queue.forget(&key); // the wrong call: forget where done was meant
+
+    let num_requeues = queue.num_requeues(&key);
+    for _ in 0..100 {
+        queue.add(key.clone()); // the object changes, a hundred times
+    }
+    let len = queue.len();
+    let waiting = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.get_with_priority().await } // an idle worker waits for work
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got_within_500ms = waiting.is_finished();
+    // On either queue, no worker ever sees the key again...
+    assert_eq!((num_requeues, got_within_500ms), (0, false), "{release}");
+    // ...but only client-go's queue looks idle: the priority queue counts the change it will
+    // never hand out.
+    let looks_idle = queue.kind() == QueueKind::RateLimiting;
+    assert_eq!(len == 0, looks_idle, "{release}: len {len}");
+
+    queue.done(&key); // only a late done releases it, and the waiting worker takes it
+    let late = within(Duration::from_secs(1), "the get after done", waiting).await;
+    let after_late_done = late.unwrap().map(|(key, _)| key.to_string());
+    assert_eq!(after_late_done.as_deref(), Some("default/web"));
+    Stranded {
+        queue: queue.kind(),
+        num_requeues_after_forget: num_requeues,
+        len_after_100_adds: len,
+        get_within_500ms: got_within_500ms,
+        after_late_done,
+    }
+}
+// book: end ch02_forget_without_done
+
+/// [`forget_without_done`] on both releases' queues; the book's release is the snapshot
+/// (`ch02_forget_without_done`).
 pub fn ch02_forget_without_done() {
     controlloop::lab::rig::paused(async {
-        // book: ch02_forget_without_done
-        use controlloop::lab::rig::within;
-        use controlloop::workqueue::{RateLimitingQueue, default_controller_rate_limiter};
-        use std::time::Duration;
-        let queue = RateLimitingQueue::new(default_controller_rate_limiter());
-        queue.add("default/web".to_string());
-
-        let key = queue.get().await.unwrap(); // a worker takes the key
-        queue.add_rate_limited(key.clone()); // its reconcile failed: retry with backoff
-        queue.forget(&key); // the wrong call: forget where done was meant
-
-        let num_requeues = queue.num_requeues(&key);
-        for _ in 0..100 {
-            queue.add(key.clone()); // the object changes, a hundred times
+        for release in Release::ALL {
+            forget_without_done(release).await;
         }
-        let len = queue.len();
-        let waiting = tokio::spawn({
-            let queue = queue.clone();
-            async move { queue.get().await } // an idle worker waits for work
-        });
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let got_within_500ms = waiting.is_finished();
-        // It looks like an idle, healthy queue, and no worker ever sees the key again.
-        assert_eq!((num_requeues, len, got_within_500ms), (0, 0, false));
-
-        queue.done(&key); // only a late done releases it, and the waiting worker takes it
-        let late = within(Duration::from_secs(1), "the get after done", waiting).await;
-        let after_late_done = late.unwrap();
-        assert_eq!(after_late_done.as_deref(), Some("default/web"));
-        #[derive(serde::Serialize)]
-        struct Report {
-            num_requeues_after_forget: usize,
-            len_after_100_adds: usize,
-            get_within_500ms: bool,
-            after_late_done: Option<String>,
-        }
-        let report = Report {
-            num_requeues_after_forget: num_requeues,
-            len_after_100_adds: len,
-            get_within_500ms: got_within_500ms,
-            after_late_done,
-        };
+        let report = forget_without_done(Release::default()).await;
         controlloop::book::snap::yaml("ch02_forget_without_done", &report, vec![]);
-        // book: end ch02_forget_without_done
     });
 }
 
-/// The default limiter's delay for failures 1 to 1000 of one key (snapshot
-/// `ch02_default_limiter`).
+// book: ch02_default_limiter
+/// The delays of one key failing 1000 times in a row, under the limiter a controller of
+/// `release` gets when it sets none: the table of the rows where the formula bends, and every
+/// delay.
+pub fn default_limiter(release: Release) -> (String, Vec<Duration>) {
+    use controlloop::lab::workqueue::human;
+    use std::fmt::Write;
+    let limiter = release.default_rate_limiter();
+    let delays: Vec<Duration> = (0..1000).map(|_| limiter.when(&"default/web")).collect();
+
+    // Failure n waits 5 ms · 2^(n-1), until that passes the ceiling of 1000 s.
+    let ceiling = Duration::from_secs(1000);
+    for (n, delay) in (1u32..).zip(&delays) {
+        let doubled = Duration::from_millis(5).saturating_mul(1 << (n - 1).min(31));
+        assert_eq!(*delay, doubled.min(ceiling), "{release}, failure {n}");
+    }
+    let first_at_ceiling = delays.iter().position(|d| *d == ceiling).unwrap() + 1;
+    assert_eq!(first_at_ceiling, 19);
+    assert_eq!(limiter.num_requeues(&"default/web"), 1000);
+    let mut table = format!("{:>7}  delay\n", "failure");
+    for n in [1, 2, 18, first_at_ceiling, 1000] {
+        writeln!(table, "{n:>7}  {}", human(delays[n - 1])).unwrap();
+    }
+    (table, delays)
+}
+// book: end ch02_default_limiter
+
+/// [`default_limiter`] on both releases (the same table); snapshot `ch02_default_limiter`.
 pub fn ch02_default_limiter() {
     controlloop::lab::rig::paused(async {
-        // book: ch02_default_limiter
-        use controlloop::lab::workqueue::{backoff::limiter_figure, human};
-        use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
-        use std::fmt::Write;
-        use std::time::Duration;
-        let limiter = default_controller_rate_limiter();
-        let delays: Vec<Duration> = (0..1000).map(|_| limiter.when(&"default/web")).collect();
-
-        // Failure n waits 5 ms · 2^(n-1), until that passes the ceiling of 1000 s.
-        let ceiling = Duration::from_secs(1000);
-        for (n, delay) in (1u32..).zip(&delays) {
-            let doubled = Duration::from_millis(5).saturating_mul(1 << (n - 1).min(31));
-            assert_eq!(*delay, doubled.min(ceiling), "failure {n}");
-        }
-        let first_at_ceiling = delays.iter().position(|d| *d == ceiling).unwrap() + 1;
-        assert_eq!(first_at_ceiling, 19);
-        assert_eq!(limiter.num_requeues(&"default/web"), 1000);
-        // The figure below draws the first 30; a committed file that differs fails here.
+        let (table, delays) = default_limiter(Release::V0_22);
+        assert_eq!(table, default_limiter(Release::V0_24).0);
         let series = [("controller-runtime v0.22 default", &delays[..30])];
         limiter_figure(&series).publish().unwrap();
-        let mut table = format!(
-            "{:>7}  delay (controller-runtime v0.22 default)\n",
-            "failure"
-        );
-        for n in [1, 2, 18, first_at_ceiling, 1000] {
-            writeln!(table, "{n:>7}  {}", human(delays[n - 1])).unwrap();
-        }
         controlloop::book::snap::text("ch02_default_limiter", table);
-        // book: end ch02_default_limiter
     });
 }
 
-/// The first failure of 120 fresh keys, back to back: the shared bucket (snapshot
-/// `ch02_bucket`).
+// book: ch02_bucket
+/// The first failure of 120 fresh keys, back to back, under the limiter a controller of
+/// `release` gets when it sets none: the table, and every delay.
+pub fn bucket(release: Release) -> (String, Vec<Duration>) {
+    use controlloop::lab::workqueue::human;
+    use std::fmt::Write;
+    let limiter = release.default_rate_limiter();
+    let keys: Vec<String> = (1..=120).map(|i| format!("default/obj-{i:03}")).collect();
+    let delays: Vec<Duration> = keys.iter().map(|key| limiter.when(key)).collect();
+
+    for (i, delay) in (1u64..).zip(&delays) {
+        let bucket = match release {
+            // v0.22 (the rate-limiting queue's limiter): keys 1-100 spend the burst and wait
+            // only their own 5 ms; from key 101 on, each waits one token's refill (1/10 s)
+            // longer than the key before it.
+            Release::V0_22 => Duration::from_millis(100 * i.saturating_sub(100)),
+            // v0.24 (the priority queue's): no bucket, so no key waits for another.
+            Release::V0_24 => Duration::ZERO,
+        };
+        assert_eq!(
+            *delay,
+            bucket.max(Duration::from_millis(5)),
+            "{release}, key {i}"
+        );
+    }
+    let mut table = format!("{:>3}  delay\n", "key");
+    for i in [1, 100, 101, 102, 120] {
+        writeln!(table, "{i:>3}  {}", human(delays[i - 1])).unwrap();
+    }
+    (table, delays)
+}
+// book: end ch02_bucket
+
+/// [`bucket`] on both releases; the book's release is the snapshot (`ch02_bucket`).
 pub fn ch02_bucket() {
     controlloop::lab::rig::paused(async {
-        // book: ch02_bucket
-        use controlloop::lab::workqueue::{backoff::bucket_figure, human};
-        use controlloop::workqueue::{RateLimiter, default_controller_rate_limiter};
-        use std::fmt::Write;
-        use std::time::Duration;
-        let limiter = default_controller_rate_limiter();
-        let keys: Vec<String> = (1..=120).map(|i| format!("default/obj-{i:03}")).collect();
-        let delays: Vec<Duration> = keys.iter().map(|key| limiter.when(key)).collect();
-
-        // Keys 1-100 spend the burst and wait only their own 5 ms; from key 101 on, each waits one
-        // token's refill (1/10 s) longer than the key before it.
-        for (i, delay) in (1u64..).zip(&delays) {
-            let bucket = Duration::from_millis(100 * i.saturating_sub(100));
-            assert_eq!(*delay, bucket.max(Duration::from_millis(5)), "key {i}");
-        }
-        let series = [("controller-runtime v0.22 default", &delays[..])];
-        bucket_figure(&series).publish().unwrap(); // the figure below
-        let mut table = format!("{:>3}  delay\n", "key");
-        for i in [1, 100, 101, 102, 120] {
-            writeln!(table, "{i:>3}  {}", human(delays[i - 1])).unwrap();
-        }
+        let (_, v0_22) = bucket(Release::V0_22);
+        let (table, _) = bucket(Release::V0_24);
+        let series = [("controller-runtime v0.22 default", &v0_22[..])];
+        bucket_figure(&series).publish().unwrap();
         controlloop::book::snap::text("ch02_bucket", table);
-        // book: end ch02_bucket
     });
 }
 

@@ -2,9 +2,11 @@
 //! 200 more arrive, then `done`.
 //!
 //! Follows client-go v0.36.3 `util/workqueue/queue.go` (`Add`, `Get`, `Done`, and the depth
-//! metric of `metrics.go`, which counts the dirty set).
+//! metric of `metrics.go`, which counts the dirty set); then the same walk on the queue a
+//! controller builds, under each controller-runtime release ([`controller_queue`]).
 
 use crate as controlloop;
+use controlloop::controller::{QueueKind, Release, Request, RequestQueue};
 
 /// The walk, recording `len` and the depth metric after each step (snapshot
 /// `ch01_coalescing`).
@@ -54,5 +56,61 @@ pub fn ch01_coalescing() {
         assert_eq!(metrics.snapshot("ch01").unwrap().adds, 2); // two adds entered `dirty`
         controlloop::book::snap::text("ch01_coalescing", table);
         // book: end ch01_coalescing
+    });
+}
+
+// book: ch01_controller_queue
+/// The walk on the queue a controller of `release` builds: client-go's rate-limiting queue
+/// (v0.22) or controller-runtime's priority queue (v0.24). Returns the table of `len`.
+pub async fn controller_queue(release: Release) -> String {
+    use futures::FutureExt;
+    use std::fmt::Write;
+    let queue = RequestQueue::for_release(release).unwrap();
+    let web = Request::new("default", "web");
+    let mut table = String::from("step                                 len\n");
+    let mut row = |step: &str, queue: &RequestQueue| {
+        writeln!(table, "{step:<36} {:>3}", queue.len()).unwrap();
+    };
+
+    for _ in 0..100_000 {
+        queue.add(web.clone()); // a hundred thousand changes to one object...
+    }
+    row("100000 adds of default/web", &queue);
+    assert_eq!(queue.len(), 1, "{release}"); // ...are one piece of work, on both queues
+
+    let claim = queue.claim().await.unwrap(); // a worker takes it
+    row("a worker claims it", &queue);
+    for _ in 0..200 {
+        queue.add(web.clone()); // the object changes while the worker holds it
+    }
+    row("200 adds while the worker holds it", &queue);
+    // On both queues no second worker may take it while it is held...
+    assert!(queue.claim().now_or_never().is_none(), "{release}");
+    // ...but only client-go's queue keeps it out of `len`.
+    let counted = queue.kind() == QueueKind::Priority;
+    assert_eq!(queue.len(), usize::from(counted), "{release}");
+
+    drop(claim); // done: the key goes back, once
+    row("the worker is done", &queue);
+    assert_eq!(queue.len(), 1, "{release}");
+    drop(queue.claim().await.unwrap());
+    queue.shut_down();
+    assert!(
+        queue.claim().await.is_none(),
+        "{release}: two claims served every add"
+    );
+    table
+}
+// book: end ch01_controller_queue
+
+/// [`controller_queue`] under both releases; the book's release is the snapshot
+/// (`ch01_controller_queue`).
+pub fn ch01_controller_queue() {
+    controlloop::lab::rig::paused(async {
+        for release in Release::ALL {
+            controller_queue(release).await;
+        }
+        let table = controller_queue(Release::default()).await;
+        controlloop::book::snap::text("ch01_controller_queue", table);
     });
 }
