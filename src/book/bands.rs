@@ -9,7 +9,7 @@ use std::fmt::Display;
 
 use crate::book::band::Band;
 
-use crate::lab::{burst, faults, workqueue};
+use crate::lab::{burst, faults, kube_runtime, workqueue};
 
 /// One pinned band, for the table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -43,6 +43,11 @@ pub fn all() -> Vec<Pinned> {
         burst::bands::ALL
             .iter()
             .map(|(name, band)| pinned(name, "06-deduplication.md", *band)),
+    );
+    v.extend(
+        kube_runtime::bands::ALL
+            .iter()
+            .map(|(name, band)| pinned(name, "11-what-carries-over-to-kube-rs.md", *band)),
     );
     v.push(pinned(
         "SLOW_HANDLER_RECONCILES",

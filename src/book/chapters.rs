@@ -119,6 +119,10 @@ chapters! {
     ch10_what_varies = "10-what-varies.md" [
         ch10_bands => crate::book::bands::experiment,
     ],
+    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
+        ch11_virtual => lab::kube_runtime::ch11::run_virtual,
+        ch11_real => lab::kube_runtime::ch11::run_real,
+    ],
     ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" [
         faults => lab::faults::experiment,
     ],

@@ -25,6 +25,8 @@ pub mod fifo;
 #[doc(hidden)]
 pub mod intro;
 #[doc(hidden)]
+pub mod kube_runtime;
+#[doc(hidden)]
 pub mod method;
 #[doc(hidden)]
 pub mod moved;

@@ -67,7 +67,7 @@ pub fn millis(d: Duration) -> f64 {
 }
 
 impl Report {
-    pub(super) fn new(
+    pub(crate) fn new(
         params: &Params,
         burst: &Burst,
         events: u64,
