@@ -328,10 +328,11 @@ fn finish(out: PathBuf, serve: bool, port: u16) -> anyhow::Result<()> {
 fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
     use controlloop::book::costs;
     let info = costs::RunInfo::here(criterion_args);
+    let started = std::time::SystemTime::now();
     if run {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let status = std::process::Command::new(cargo)
-            .args(["bench", "--locked", "--"])
+            .args(["bench", "--locked", "--bench", "*", "--"]) // bench targets only: the lib's harness takes no criterion options
             .args(criterion_args.split_whitespace())
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()?;
@@ -349,7 +350,9 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
             Err(e) => eprintln!("client-go's rows are left out: {e}"),
         }
     }
-    let mut estimates = costs::collect(&target.join("criterion"))?;
+    // A run shows its own benchmarks only, not those an earlier run left in target/criterion.
+    let since = if run { started } else { std::time::UNIX_EPOCH };
+    let mut estimates = costs::collect_since(&target.join("criterion"), since)?;
     estimates.extend(costs::collect_upstream(&target)?);
     estimates.sort_by(|a, b| a.id.cmp(&b.id));
     if estimates.is_empty() {

@@ -284,6 +284,15 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CostsError>
 /// Reads every estimate criterion saved under `criterion_dir` (its latest run of each
 /// benchmark: the `new/` folder), sorted by id.
 pub fn collect(criterion_dir: &Path) -> Result<Vec<Estimate>, CostsError> {
+    collect_since(criterion_dir, std::time::SystemTime::UNIX_EPOCH)
+}
+
+/// [`collect`], keeping only estimates criterion wrote at or after `since`: a run's own, not
+/// those of benchmarks an earlier run left behind.
+pub fn collect_since(
+    criterion_dir: &Path,
+    since: std::time::SystemTime,
+) -> Result<Vec<Estimate>, CostsError> {
     let mut out = Vec::new();
     if !criterion_dir.exists() {
         return Ok(out);
@@ -301,8 +310,18 @@ pub fn collect(criterion_dir: &Path) -> Result<Vec<Estimate>, CostsError> {
         {
             continue;
         }
+        let estimates = p.with_file_name("estimates.json");
+        let written = fs::metadata(&estimates)
+            .and_then(|m| m.modified())
+            .map_err(|source| CostsError::Io {
+                path: estimates.clone(),
+                source,
+            })?;
+        if written < since {
+            continue;
+        }
         let bench: BenchmarkJson = read_json(p)?;
-        let est: EstimatesJson = read_json(&p.with_file_name("estimates.json"))?;
+        let est: EstimatesJson = read_json(&estimates)?;
         let ns = |x: f64| Duration::from_nanos(x.max(0.0).round() as u64);
         // Only element counts make a rate this appendix shows; byte throughputs are left out.
         let elements = bench.throughput.as_ref().and_then(|t| {
@@ -658,6 +677,11 @@ ok  \tcontrolloop/upstream/bench\t12.3s
         fs::create_dir_all(dir.join("workqueue/add_get_done/1_task/base")).unwrap();
         let got = collect(&dir).unwrap();
         assert_eq!(got.len(), 1);
+        let later = std::time::SystemTime::now() + Duration::from_secs(60);
+        assert!(
+            collect_since(&dir, later).unwrap().is_empty(),
+            "an earlier run's estimate"
+        );
         assert_eq!(got[0].id, "workqueue/add_get_done/1_task");
         assert_eq!(got[0].median, Duration::from_nanos(82));
         let text = render(&RunInfo::here("--quick"), &got, &TARGETS[..1]);
