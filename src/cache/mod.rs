@@ -32,7 +32,7 @@
 //! ```
 //!
 //! `cache` knows nothing of controllers, and reaches a cluster only through the reflector's
-//! `ListerWatcher` (issue 6). It consults [`crate::features`] for the FIFO choice.
+//! `ListerWatcher`. It consults [`crate::features`] for the FIFO choice.
 
 mod delta;
 mod delta_fifo;

@@ -9,7 +9,7 @@
 //! A [`Store`] is a cheap, cloneable handle; every clone sees the same contents. Objects are
 //! stored as `Arc<K>` and handed out as clones of that `Arc`, never copied, so a reader gets
 //! the very allocation the writer stored (`Arc::ptr_eq` holds). That is what lets a resync
-//! replay "the same object" (chapter on resync, issue 6).
+//! replay "the same object" (the chapter on resync).
 //!
 //! # Invariants
 //! 1. For every index name `n`, every key in `indices[n][v]` is in `items`, and `v` is among
