@@ -323,15 +323,14 @@ impl Backlog {
     /// queue has no dirty set: a key re-added while held is counted as ready (`len`), and the
     /// held keys are its locked ones.
     fn of_requests(q: &RequestQueue) -> Self {
-        match (q.as_rate_limiting(), q.as_priority()) {
-            (Some(q), _) => Self::of(q),
-            (None, Some(q)) => Backlog {
+        match q {
+            RequestQueue::RateLimiting(q) => Self::of(q),
+            RequestQueue::Priority(q) => Backlog {
                 queued: q.len(),
                 delayed: q.waiting_len(),
                 dirty: 0,
                 processing: q.locked_len(),
             },
-            (None, None) => unreachable!("a controller queue is one of the two kinds"),
         }
     }
 
