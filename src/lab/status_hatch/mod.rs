@@ -321,7 +321,7 @@ impl Process {
             tokio::spawn(async move {
                 let _ = c.run(futures::future::pending()).await;
             }),
-            tokio::spawn(async move { inf.run(futures::future::pending()).await }), // list, then watch
+            tokio::spawn(async move { inf.run(futures::future::pending()).await }), // list, watch
         ];
         Process { tasks, controller }
     }
