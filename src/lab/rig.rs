@@ -351,6 +351,7 @@ impl Recorder {
         Arc::new(Self::default())
     }
 
+    // book: ch11_recorder_act
     /// Acts on `value` for `cost` (a tokio sleep: virtual time under a paused clock), and
     /// records the reconcile.
     pub async fn act(&self, value: Option<u64>, cost: Duration) {
@@ -367,6 +368,7 @@ impl Recorder {
             value,
         });
     }
+    // book: end ch11_recorder_act
 
     /// The value the last finished reconcile acted on; `None` before the first.
     pub fn last_value(&self) -> Option<Option<u64>> {

@@ -51,28 +51,22 @@ struct Holding<'a> {
     key: String,
 }
 
+// book: ch07_downstream
 impl Drop for Holding<'_> {
     fn drop(&mut self) {
         let mut w = self.downstream.state.lock();
         if let Some(n) = w.running.get_mut(&self.key) {
-            *n -= 1;
+            *n -= 1; // the command ended, or its task was aborted
         }
     }
 }
 
 impl Downstream {
-    /// A world where every command takes `cost`.
-    pub fn new(cost: Duration) -> Arc<Self> {
-        Arc::new(Downstream {
-            cost,
-            state: Mutex::new(World::default()),
-        })
-    }
-
     /// Runs one command for `key`: waits `cost`, then applies it, unless a failure was armed
     /// with [`Downstream::fail_next`].
     pub async fn run(&self, key: &str, command: Command) -> Result<(), Unavailable> {
         let _holding = {
+            // The same-key detector: one more command running for `key`, until it ends.
             let mut w = self.state.lock();
             w.commands += 1;
             let n = w.running.entry(key.to_owned()).or_default();
@@ -88,7 +82,7 @@ impl Downstream {
             }
         };
         if !self.cost.is_zero() {
-            tokio::time::sleep(self.cost).await;
+            tokio::time::sleep(self.cost).await; // the lock is free: another worker may enter
         }
         let mut w = self.state.lock();
         if w.fail_next > 0 {
@@ -113,6 +107,17 @@ impl Downstream {
             w.history.push((Instant::now(), after));
         }
         Ok(())
+    }
+}
+// book: end ch07_downstream
+
+impl Downstream {
+    /// A world where every command takes `cost`.
+    pub fn new(cost: Duration) -> Arc<Self> {
+        Arc::new(Downstream {
+            cost,
+            state: Mutex::new(World::default()),
+        })
     }
 
     /// The next `n` commands to finish fail with [`Unavailable`] (a transient outage).

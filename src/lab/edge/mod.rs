@@ -263,6 +263,7 @@ pub struct Process {
     tasks: Vec<JoinHandle<()>>,
 }
 
+// book: ch07_process
 impl Process {
     /// Starts a controller of `design` with `workers` workers against `client`, driving
     /// `downstream`. Its informer lists at once.
@@ -275,7 +276,7 @@ impl Process {
         let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
         let informer: Arc<Informer> = Arc::new(SharedIndexInformer::new(
             api,
-            InformerOptions::new(Duration::ZERO),
+            InformerOptions::new(Duration::ZERO), // no resync: only the server's events
         ));
         let mut tasks = Vec::new();
         let queue = match design {
@@ -295,11 +296,25 @@ impl Process {
         };
         let inf = informer.clone();
         tasks.push(tokio::spawn(async move {
-            inf.run(futures::future::pending()).await
+            inf.run(futures::future::pending()).await // list (the state now), then watch
         }));
         Process { queue, tasks }
     }
 
+    /// Kills the process at once: tasks aborted mid-reconcile, queue and cache gone.
+    pub fn kill(self) {
+        for t in &self.tasks {
+            t.abort(); // a command in flight is dropped where it stands
+        }
+        match &self.queue {
+            Queue::Level(c) => c.abort(),
+            Queue::Edge(q, _) => q.shut_down(), // the payloads still queued: gone
+        }
+    }
+}
+// book: end ch07_process
+
+impl Process {
     /// Informer callbacks this process has heard.
     pub fn events(&self) -> u64 {
         match &self.queue {
@@ -316,17 +331,6 @@ impl Process {
                 q.len() + q.waiting_len() == 0 && c.metrics().active_workers == 0
             }
             Queue::Edge(q, _) => q.len() + q.waiting_len() == 0,
-        }
-    }
-
-    /// Kills the process at once: tasks aborted mid-reconcile, queue and cache gone.
-    pub fn kill(self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-        match &self.queue {
-            Queue::Level(c) => c.abort(),
-            Queue::Edge(q, _) => q.shut_down(),
         }
     }
 }

@@ -269,6 +269,7 @@ impl Before {
 }
 
 /// The four storms chapter 07 shows, each under the name of its snapshot.
+// book: ch07_storms
 pub fn storms() -> [(&'static str, Params); 4] {
     [
         ("ch07_dedup", Params::essay()),
@@ -282,6 +283,7 @@ pub fn storms() -> [(&'static str, Params); 4] {
 pub fn bill() -> Vec<(&'static str, Report)> {
     storms().iter().map(|(name, p)| (*name, run(p))).collect()
 }
+// book: end ch07_storms
 
 /// Runs the chapter's four storms, checks the durable claims and records the snapshots the
 /// chapter shows.
@@ -295,6 +297,7 @@ pub fn experiment() {
 }
 
 /// The claims chapter 07 makes about [`bill`]'s storms. Panics on the first that fails.
+// book: ch07_check
 pub fn check(bill: &[(&'static str, Report)]) {
     let get = |name: &str| &bill.iter().find(|(n, _)| *n == name).expect(name).1;
     let dedup = get("ch07_dedup");
@@ -326,3 +329,4 @@ pub fn check(bill: &[(&'static str, Report)]) {
         );
     }
 }
+// book: end ch07_check

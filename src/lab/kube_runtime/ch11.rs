@@ -6,7 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 
 use super::{
     Log, Runtime, bands,
-    drift::{self, Drift, Remedy, StatusStorm},
+    drift::{self, Drift, HOUR, Remedy, StatusStorm},
     findings::{self, Rounding, Waiters},
     semantics::{self, RelistGap},
     storm::{self, Design, Knobs},
@@ -14,9 +14,13 @@ use super::{
 use crate::{
     book::{measured, snap},
     controller::Release,
-    lab::burst::{
-        self, Clock, Params, Report, report_millis,
-        sweeps::{Sweep, check_claims, expected_reconciles},
+    lab::{
+        burst::{
+            self, Clock, Params, Report, report_millis,
+            sweeps::{Sweep, check_claims, expected_reconciles},
+        },
+        resync::{Read, Setup},
+        rig,
     },
 };
 
@@ -82,62 +86,80 @@ pub fn storm_virtual() -> (Report, Report) {
 /// The three sweeps under virtual time on both runtimes: every run's durable claims hold on
 /// each side. Snapshot `ch11_sweeps_virtual` (reconciles side by side).
 pub fn sweeps_virtual() -> Vec<(Report, Report)> {
+    // book: ch11_sweeps_virtual
     let mut pairs = vec![];
+    for sweep in Sweep::ALL {
+        for p in sweep.params(Clock::Virtual) {
+            let ours = burst::run(&p).expect("ours"); // chapter 06's storm
+            let kube = storm::run(&p, Knobs::default()).expect("kube-runtime"); // the storm above
+            for r in [&ours, &kube] {
+                check_claims(r).unwrap_or_else(|e| panic!("{sweep:?} {p:?}: {e}"));
+            }
+            pairs.push((ours, kube));
+        }
+    }
+    // book: end ch11_sweeps_virtual
+    snap::text("ch11_sweeps_virtual", sweeps_text(&pairs));
+    pairs
+}
+
+/// The sweeps' pairs (ours, kube-runtime), as printed: one row per run, in the order
+/// [`sweeps_virtual`] makes them (each sweep's runs, sweep by sweep).
+pub fn sweeps_text(pairs: &[(Report, Report)]) -> String {
+    let sweeps = Sweep::ALL
+        .into_iter()
+        .flat_map(|s| s.params(Clock::Virtual).into_iter().map(move |_| s));
     let mut out = format!(
         "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}\n",
         "sweep", "writes", "gap", "cost", "expected", "controlloop", "kube-runtime"
     );
-    for sweep in Sweep::ALL {
-        for p in sweep.params(Clock::Virtual) {
-            let ours = burst::run(&p).expect("ours");
-            let kube = storm::run(&p, Knobs::default()).expect("kube-runtime");
-            for r in [&ours, &kube] {
-                check_claims(r).unwrap_or_else(|e| panic!("{sweep:?} {p:?}: {e}"));
-            }
-            let _ = writeln!(
-                out,
-                "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}",
-                format!("{sweep:?}").to_lowercase(),
-                p.storm.writes,
-                p.storm.gap.as_millis(),
-                p.storm.cost.as_millis(),
-                round3(expected_reconciles(&ours)),
-                ours.reconciles,
-                kube.reconciles
-            );
-            pairs.push((ours, kube));
-        }
+    for (sweep, (ours, kube)) in sweeps.zip(pairs) {
+        let _ = writeln!(
+            out,
+            "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}",
+            format!("{sweep:?}").to_lowercase(),
+            ours.writes_issued,
+            ours.gap.as_millis(),
+            ours.cost.as_millis(),
+            round3(expected_reconciles(ours)),
+            ours.reconciles,
+            kube.reconciles
+        );
     }
-    snap::text("ch11_sweeps_virtual", out);
-    pairs
+    out
 }
 
 /// The per-object check at four slots: this crate's 4 workers, kube-runtime's concurrency 4,
 /// and kube-runtime with a reconciler that detaches its work (broken). Snapshot
 /// `ch11_one_at_a_time`, with what the durable checks say about each run.
 pub fn one_at_a_time() -> Vec<(&'static str, Report)> {
-    let p = Params::essay().workers(4);
+    // book: ch11_one_at_a_time
+    let four = Params::essay().workers(4); // the essay's storm, four slots
+    let detached = Knobs {
+        design: Design::DetachedWork, // the reconciler spawns its work and returns at once
+        ..Knobs::default()
+    };
     let runs = vec![
-        ("controlloop", burst::run(&p).expect("ours")),
+        // chapter 06's storm: `.max_concurrent_reconciles(four.workers)`
+        ("controlloop", burst::run(&four).expect("ours")),
+        // the storm above: `Config::default().concurrency(four.workers as u16)`
         (
             "kube-runtime",
-            storm::run(&p, Knobs::default()).expect("kube-runtime"),
+            storm::run(&four, Knobs::default()).expect("kube"),
         ),
-        (
-            "kube, detached",
-            storm::run(
-                &p,
-                Knobs {
-                    design: Design::DetachedWork,
-                    ..Knobs::default()
-                },
-            )
-            .expect("kube-runtime, detached"),
-        ),
+        ("kube, detached", storm::run(&four, detached).expect("kube")),
     ];
+    // book: end ch11_one_at_a_time
+    snap::text("ch11_one_at_a_time", one_at_a_time_text(&runs));
+    runs
+}
+
+/// The four-slot runs, as printed: the storm table, then what the per-object count and the
+/// durable checks say about each run.
+pub fn one_at_a_time_text(runs: &[(&str, Report)]) -> String {
     let rows: Vec<(&str, &Report)> = runs.iter().map(|(l, r)| (*l, r)).collect();
     let mut out = storm_table(&rows);
-    for (label, r) in &runs {
+    for (label, r) in runs {
         let verdict = match (r.max_concurrent_reconciles_of_one_key, check_claims(r)) {
             (1, Ok(())) => "one at a time; every claim holds".to_owned(),
             (n, claims) => format!(
@@ -147,42 +169,48 @@ pub fn one_at_a_time() -> Vec<(&'static str, Report)> {
         };
         let _ = writeln!(out, "{label}: {verdict}");
     }
-    snap::text("ch11_one_at_a_time", out);
-    runs
+    out
 }
 
 /// kube-runtime's storm with a debounce, beside none; snapshot `ch11_debounce`.
 pub fn debounce() -> Vec<(String, Report)> {
-    let runs: Vec<(String, Report)> = [0u32, 5]
-        .iter()
-        .map(|&ms| {
-            let knobs = Knobs {
-                debounce: ms * MS,
-                ..Knobs::default()
-            };
-            let r = storm::run(&Params::essay(), knobs).expect("kube-runtime");
-            (format!("debounce {ms} ms"), r)
-        })
-        .collect();
+    // book: ch11_debounce
+    let mut runs = vec![];
+    for ms in [0, 5] {
+        let knobs = Knobs {
+            debounce: ms * MS, // the storm above: `Config::default().debounce(knobs.debounce)`
+            ..Knobs::default()
+        };
+        let run = storm::run(&Params::essay(), knobs).expect("kube-runtime");
+        runs.push((format!("debounce {ms} ms"), run));
+    }
+    // book: end ch11_debounce
+    snap::text("ch11_debounce", debounce_text(&runs));
+    runs
+}
+
+/// The debounce runs, as printed: the storm table, then the values each run reconciled.
+pub fn debounce_text(runs: &[(String, Report)]) -> String {
     let rows: Vec<(&str, &Report)> = runs.iter().map(|(l, r)| (l.as_str(), r)).collect();
     let mut out = storm_table(&rows);
-    for (label, r) in &runs {
+    for (label, r) in runs {
         let _ = writeln!(out, "{label}: observed {:?}", r.observed);
     }
-    snap::text("ch11_debounce", out);
-    runs
+    out
 }
 
 /// The essay's storm under the real clock over HTTP on both runtimes, then kube-runtime's
 /// three sweeps (at once, each with its own server). Snapshot `ch11_storm_real`: bands only.
 pub fn storm_real() -> (Report, Report, Vec<Report>) {
-    let ours = burst::run(&Params::essay().real()).expect("ours, real clock");
-    let kube = storm::run(&Params::essay().real(), Knobs::default()).expect("kube, real clock");
+    // book: ch11_storm_real
+    let essay = Params::essay().real(); // the real clock, over HTTP
+    let ours = burst::run(&essay).expect("ours, real clock"); // chapter 06's storm
+    let kube = storm::run(&essay, Knobs::default()).expect("kube, real clock"); // the storm above
     let handles: Vec<_> = Sweep::ALL
         .iter()
         .map(|&s| {
             std::thread::spawn(move || {
-                s.params(Clock::Real)
+                s.params(Clock::Real) // each sweep on a thread, each run on a server of its own
                     .iter()
                     .map(|p| storm::run(p, Knobs::default()).expect("kube-runtime sweep"))
                     .collect::<Vec<_>>()
@@ -193,10 +221,19 @@ pub fn storm_real() -> (Report, Report, Vec<Report>) {
         .into_iter()
         .flat_map(|h| h.join().expect("a real-clock sweep panicked"))
         .collect();
+    // book: end ch11_storm_real
+    storm_real_record(&ours, &kube, &sweeps);
+    (ours, kube, sweeps)
+}
+
+/// Checks the real-clock runs (every event delivered, the last value reconciled, counts inside
+/// their bands: panics otherwise), records snapshot `ch11_storm_real` (bands only) and this
+/// run's figures.
+pub fn storm_real_record(ours: &Report, kube: &Report, sweeps: &[Report]) {
     let mut out = String::new();
     for (label, r, band) in [
-        ("controlloop", &ours, burst::bands::REAL_ESSAY_RECONCILES),
-        ("kube-runtime", &kube, bands::KUBE_REAL_ESSAY_RECONCILES),
+        ("controlloop", ours, burst::bands::REAL_ESSAY_RECONCILES),
+        ("kube-runtime", kube, bands::KUBE_REAL_ESSAY_RECONCILES),
     ] {
         let _ = writeln!(
             out,
@@ -213,7 +250,7 @@ pub fn storm_real() -> (Report, Report, Vec<Report>) {
         "writes", "gap", "cost", "events", "reconciles/expected", "collapse", "final"
     );
     assert!(kube.ended_on_final_value() && kube.events_delivered == kube.writes_issued);
-    for r in &sweeps {
+    for r in sweeps {
         assert_eq!(
             r.events_delivered, r.writes_issued,
             "an event was lost: {r:?}"
@@ -252,7 +289,7 @@ pub fn storm_real() -> (Report, Report, Vec<Report>) {
         "| essay storm, reconciles | {} | {} |",
         ours.reconciles, kube.reconciles
     );
-    for r in &sweeps {
+    for r in sweeps {
         let _ = writeln!(
             m,
             "| sweep {} writes, {} ms gap, {} ms cost: reconciles (collapse) | | {} ({}) |",
@@ -264,7 +301,6 @@ pub fn storm_real() -> (Report, Report, Vec<Report>) {
         );
     }
     let _ = measured::record("ch11_storm_real", m);
-    (ours, kube, sweeps)
 }
 
 /// The drift table: one row per (label, run).
@@ -290,12 +326,23 @@ pub fn drift_table(rows: &[(&str, &Drift)]) -> String {
 
 /// The resync chapter's drift on both runtimes; snapshot `ch11_drift`.
 pub fn drift() -> Vec<(&'static str, Drift)> {
+    // book: ch11_drift
+    let requeue_live = Setup {
+        requeue_after: Some(HOUR), // ReconcileResult::requeue_after(1 h)...
+        read: Read::Live,          // ...reading the live object
+        ..Setup::faithful()
+    };
     let rows = vec![
-        ("controlloop: resync 10 h", drift::controlloop(false)),
+        // chapter 04's `timeline`: its faithful controller, then with `requeue_live`
+        (
+            "controlloop: resync 10 h",
+            drift::controlloop(Setup::faithful()),
+        ),
         (
             "controlloop: requeue_after 1 h + GET",
-            drift::controlloop(true),
+            drift::controlloop(requeue_live),
         ),
+        // the block above, once per `remedy`
         (
             "kube: await_change",
             drift::kube_runtime(Remedy::AwaitChange),
@@ -313,6 +360,7 @@ pub fn drift() -> Vec<(&'static str, Drift)> {
             drift::kube_runtime(Remedy::Requeue1hLive),
         ),
     ];
+    // book: end ch11_drift
     let view: Vec<(&str, &Drift)> = rows.iter().map(|(l, d)| (*l, d)).collect();
     snap::text("ch11_drift", drift_table(&view));
     rows
@@ -494,7 +542,20 @@ pub fn percentile_ms(values: &[u64], p: f64) -> f64 {
 /// `writes` sequential writes under the real clock, both controllers racing on one in-process
 /// server; snapshot `ch11_latency_real` (the band of the median gap), and this run's figures.
 pub fn latency_real(writes: usize) -> Vec<Rounding> {
-    let rows = findings::real_latencies(writes);
+    // book: ch11_latency_real
+    let plan = vec![None; writes]; // no offsets: the real clock lands where it lands
+    let releases = [Release::default()]; // this crate's controller at its default release
+    let rows = rig::real(findings::race(plan, &releases)); // the block above, 2 ms apart
+    // book: end ch11_latency_real
+    latency_real_record(&rows);
+    rows
+}
+
+/// Records snapshot `ch11_latency_real` (the band of the median gap, kube-runtime minus this
+/// crate's controller: panics outside it) and this run's percentiles, for the rows of
+/// [`latency_real`].
+pub fn latency_real_record(rows: &[Rounding]) {
+    let writes = rows.len();
     let ours: Vec<u64> = rows.iter().map(|r| r.controlloop_us[0].1).collect();
     let kube: Vec<u64> = rows.iter().map(|r| r.kube_runtime_us).collect();
     let gap = round3(percentile_ms(&kube, 0.5) - percentile_ms(&ours, 0.5));
@@ -517,7 +578,6 @@ pub fn latency_real(writes: usize) -> Vec<Rounding> {
             percentile_ms(&kube, 0.99)
         ),
     );
-    rows
 }
 
 /// Everything the chapter shows under virtual time (the `cargo run` experiment).

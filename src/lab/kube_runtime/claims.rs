@@ -15,9 +15,12 @@ use super::{
 use crate::{
     book::snap,
     controller::Release,
-    lab::burst::{
-        self, Clock, Params, Report,
-        sweeps::{Sweep, check_claims},
+    lab::{
+        burst::{
+            self, Clock, Params, Report,
+            sweeps::{Sweep, check_claims},
+        },
+        resync::{Read, Setup},
     },
 };
 
@@ -161,7 +164,7 @@ pub fn rows() -> Vec<Row> {
         evidence: "ch11_requeue",
     });
 
-    let faithful = drift::controlloop(false);
+    let faithful = drift::controlloop(Setup::faithful());
     let kube_bulk = drift::kube_runtime(Remedy::ReconcileAllOn10h);
     rows.push(Row {
         claim: "A periodic replay of the cache cannot see a missed change (04)",
@@ -175,7 +178,11 @@ pub fn rows() -> Vec<Row> {
         evidence: "ch11_drift",
     });
 
-    let remedy = drift::controlloop(true);
+    let remedy = drift::controlloop(Setup {
+        requeue_after: Some(drift::HOUR),
+        read: Read::Live,
+        ..Setup::faithful()
+    });
     let kube_live = drift::kube_runtime(Remedy::Requeue1hLive);
     let blue = |d: &drift::Drift| {
         d.first_hour_blue_read

@@ -33,7 +33,7 @@ use crate::{
     controller::{
         Context, Controller, Request, Result as ReconcileResult, predicate::GenerationChanged,
     },
-    lab::rig,
+    lab::{resync::Setup, rig},
     resources::{Widget, WidgetSpec},
 };
 
@@ -172,24 +172,15 @@ pub fn kube_runtime(remedy: Remedy) -> Drift {
     })
 }
 
-/// This crate's side, from the resync chapter's own experiment (`lab::resync::timeline`): a
-/// 10-hour resync with `GenerationChanged` reading the cache, or (`requeue_after`) a one-hour
-/// `requeue_after` that reads the live object. That timeline puts its writes on half hours
-/// (the change at 0.5 h, the lost writes at 21.5 h); [`script`] puts the same writes on whole
-/// hours, because kube-runtime's scheduler lets the 0.5 h trigger replace the pending hourly
-/// requeue and would move every later requeue onto the half hours, into the 21.5 h write.
-pub fn controlloop(requeue_after: bool) -> Drift {
-    use crate::lab::resync::{Read, Setup, run};
-    let setup = if requeue_after {
-        Setup {
-            requeue_after: Some(HOUR),
-            read: Read::Live,
-            ..Setup::faithful()
-        }
-    } else {
-        Setup::faithful()
-    };
-    let r = run(setup);
+/// This crate's side, from the resync chapter's own experiment (`lab::resync::timeline`) with
+/// `setup`: chapter 04's faithful controller (a 10-hour resync, `GenerationChanged`, reading
+/// the cache), or one with a one-hour `requeue_after` that reads the live object. That
+/// timeline puts its writes on half hours (the change at 0.5 h, the lost writes at 21.5 h);
+/// [`script`] puts the same writes on whole hours, because kube-runtime's scheduler lets the
+/// 0.5 h trigger replace the pending hourly requeue and would move every later requeue onto
+/// the half hours, into the 21.5 h write.
+pub fn controlloop(setup: Setup) -> Drift {
+    let r = crate::lab::resync::run(setup);
     let of_w: Vec<_> = r.reconciles.iter().filter(|x| x.name == "w").collect();
     Drift {
         reconciles: of_w.len(),

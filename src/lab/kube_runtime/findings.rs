@@ -158,15 +158,11 @@ pub fn rounding(offsets_us: &[u64], releases: &[Release]) -> Vec<Rounding> {
     rig::paused(race(plan, releases))
 }
 
-/// The same race under the real clock, this crate's controller at its default release:
-/// `writes` sequential writes, 2 ms apart, each timed from the moment it is sent to the start
-/// of each controller's reconcile (offsets are 0: the real clock lands wherever it lands).
-pub fn real_latencies(writes: usize) -> Vec<Rounding> {
-    rig::real(race(vec![None; writes], &[Release::default()]))
-}
-
-/// One write per entry of `plan`: `Some(offset)` stands `offset` µs past a whole millisecond
-/// first (paused clock only); `None` just writes.
+/// One write per entry of `plan`, 2 ms apart, each timed from the moment it is sent to the
+/// start of each controller's reconcile: `Some(offset)` stands `offset` µs past a whole
+/// millisecond first (paused clock only); `None` just writes (under the real clock, where it
+/// lands). The body chapter 11 shows; [`rounding`] runs it under the paused clock, and
+/// `ch11::latency_real` under the real one.
 pub async fn race(plan: Vec<Option<u64>>, releases: &[Release]) -> Vec<Rounding> {
     // book: ch11_race
     let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");

@@ -127,6 +127,16 @@ impl HatchCounts {
         }
     }
 
+    /// Status writes recorded by [`HatchCounts::wrote`].
+    pub fn status_writes(&self) -> u64 {
+        self.status_writes.load(Ordering::SeqCst)
+    }
+
+    /// Update events heard whose new object is one of our own status writes.
+    pub fn own_status_events(&self) -> u64 {
+        self.own_status_events.load(Ordering::SeqCst)
+    }
+
     /// Counts, on `informer`, the update events that carry one of our own status writes.
     pub fn listen(self: &Arc<Self>, informer: &Informer) {
         let counts = self.clone();
@@ -285,12 +295,13 @@ impl Design {
 /// The informer each controller process runs: widgets of [`NAMESPACE`], no resync.
 pub type Informer = SharedIndexInformer<Widget, Api<Widget>>;
 
-/// One controller process.
+/// One controller process: its informer, its controller, and the tasks that run them.
 struct Process {
     tasks: Vec<JoinHandle<()>>,
     controller: Controller<Widget>,
 }
 
+// book: ch08_process
 impl Process {
     fn start(
         start: Start,
@@ -301,16 +312,16 @@ impl Process {
         let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
         let informer = Arc::new(SharedIndexInformer::new(
             api.clone(),
-            InformerOptions::new(Duration::ZERO),
+            InformerOptions::new(Duration::ZERO), // no resync: only the server's events
         ));
-        let controller = start(&informer, &api, actions, counts);
+        let controller = start(&informer, &api, actions, counts); // the design's controller
         let c = controller.clone();
         let inf = informer.clone();
         let tasks = vec![
             tokio::spawn(async move {
                 let _ = c.run(futures::future::pending()).await;
             }),
-            tokio::spawn(async move { inf.run(futures::future::pending()).await }),
+            tokio::spawn(async move { inf.run(futures::future::pending()).await }), // list, watch
         ];
         Process { tasks, controller }
     }
@@ -320,12 +331,13 @@ impl Process {
     }
 
     fn kill(self) {
-        self.controller.abort();
+        self.controller.abort(); // queue and workers gone; in-memory state with them
         for t in &self.tasks {
             t.abort();
         }
     }
 }
+// book: end ch08_process
 
 /// One thing that happens to the widget or its controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -407,15 +419,19 @@ pub fn run_with(design: Design, start: Start) -> Run {
 }
 
 /// Long enough for any reconcile to finish, and its status event to come back.
-const SETTLE: Duration = Duration::from_secs(1);
-async fn set_annotation(api: &Api<Widget>, on: bool) {
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// Sets the widget's [`ENABLED`] annotation with a merge patch.
+pub async fn set_annotation(api: &Api<Widget>, on: bool) {
     let patch = serde_json::json!({ "metadata": { "annotations": { ENABLED: on.to_string() } } });
     api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patching the annotation");
 }
 
+/// Runs `design` (built by `start`) through the [`timeline`]; chapter 08 shows this body.
 async fn run_async(design: Design, start: Start) -> Run {
+    // book: ch08_timeline
     let cluster = Cluster::new(ServerOptions::default());
     let client = cluster.in_process_client();
     let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
@@ -427,11 +443,10 @@ async fn run_async(design: Design, start: Start) -> Run {
         },
     );
     w.metadata.annotations = Some([(ENABLED.to_owned(), "false".to_owned())].into());
-    api.create(&PostParams::default(), &w)
-        .await
-        .expect("creating the widget");
-    let actions = Arc::new(Actions::default());
-    let counts = Arc::new(HatchCounts::default());
+    let created = api.create(&PostParams::default(), &w).await;
+    created.expect("creating the widget");
+    let actions = Arc::new(Actions::default()); // the world's log: survives every restart
+    let counts = Arc::new(HatchCounts::default()); // status writes, and their events heard
     let start = || Process::start(start, &client, actions.clone(), counts.clone());
     let mut process = start();
     let mut dead_reconciles = 0;
@@ -444,19 +459,20 @@ async fn run_async(design: Design, start: Start) -> Run {
             match op {
                 Op::Set(on) => set_annotation(&api, *on).await,
                 Op::SetDropped(on) => {
-                    cluster.drop_next_events(1);
+                    cluster.drop_next_events(1); // stored, given a resourceVersion, never sent
                     set_annotation(&api, *on).await;
                 }
                 Op::SpecChange => {
                     let patch = serde_json::json!({ "spec": { "color": colors.next() } });
-                    api.patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await
-                        .expect("patching the spec");
+                    let patched = api
+                        .patch(OBJECT, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
+                    patched.expect("patching the spec");
                 }
                 Op::Restart => {
                     dead_reconciles += process.reconciles();
                     process.kill();
-                    process = start();
+                    process = start(); // a fresh informer lists: creates, no old objects
                 }
             }
             tokio::time::sleep(SETTLE).await;
@@ -472,14 +488,16 @@ async fn run_async(design: Design, start: Start) -> Run {
         .iter()
         .zip(&steps)
         .all(|(got, s)| *got == s.expected);
-    Run {
+    let run = Run {
         design,
         actions_per_step: per_step,
         correct,
         reconciles,
-        status_writes: counts.status_writes.load(Ordering::SeqCst),
-        own_status_events: counts.own_status_events.load(Ordering::SeqCst),
-    }
+        status_writes: counts.status_writes(),
+        own_status_events: counts.own_status_events(),
+    };
+    // book: end ch08_timeline
+    run
 }
 
 /// One row of the chapter's table: a step, what a correct controller does, what each design
