@@ -49,6 +49,13 @@ enum Command {
     /// Run the essay's write storm under the real clock and print a table to compare with the
     /// essay's figure.
     Burst(BurstArgs),
+    /// Run chapter 01's real-clock contention harness N times without its bands and print every
+    /// run's counts beside the bands: how the bands' basis is measured on a machine.
+    Contention {
+        /// How many runs of each (queue, then channel).
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+    },
     /// Run the embedded Kubernetes API server in the foreground (state in memory only), logging every request.
     /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
     Apiserver {
@@ -99,6 +106,10 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Run { names }) => run_experiments(&names),
         Some(Command::Burst(args)) => run_burst(&args),
+        Some(Command::Contention { runs }) => {
+            print!("{}", contention(runs, |line| println!("{line}"))?);
+            Ok(())
+        }
         Some(Command::Apiserver { port }) => run_apiserver(port),
         Some(Command::Site) => finish(build_site()?, cli.serve, cli.port),
         Some(Command::Costs {
@@ -110,6 +121,59 @@ fn main() -> anyhow::Result<()> {
             finish(build_site()?, cli.serve, cli.port)
         }
     }
+}
+
+/// Chapter 01's real-clock harness, `runs` times, with every count and none checked: each run's
+/// line goes to `progress` as it ends; the summary (spread and bands) is returned.
+fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> {
+    use controlloop::lab::{
+        rig,
+        workqueue::contention::{ADDS, bands, measured_table, through_channel, through_queue},
+    };
+    use controlloop::workqueue::Queue;
+    use std::time::Duration;
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let build = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    progress(format!(
+        "{runs} runs of each, {ADDS} adds, {build} build, load {}",
+        load()
+    ));
+    progress(format!(
+        "{:>4} {:>16} {:>18}",
+        "run", "queue reconciles", "channel violations"
+    ));
+    let (mut queue_runs, mut channel_runs) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        let start = Instant::now();
+        let queue = rig::real(through_queue(Queue::new(), ADDS, None, |_| Duration::ZERO));
+        queue_runs.push((queue, start.elapsed()));
+        let start = Instant::now();
+        let channel = rig::real(through_channel(ADDS, None, |_| Duration::ZERO));
+        channel_runs.push((channel, start.elapsed()));
+        progress(format!(
+            "{i:>4} {:>16} {:>18}",
+            queue.reconciles, channel.violations
+        ));
+    }
+    let mut summary = format!("\n{}\n", measured_table(&queue_runs, &channel_runs));
+    for (name, band) in bands::ALL {
+        summary.push_str(&format!("{name} {band}: {}\n", band.basis));
+    }
+    Ok(summary)
+}
+
+/// The one-minute load average, as `/proc/loadavg` has it ("?" where there is none).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// Runs the experiments named (all if `names` is empty). A failing one is reported and the
@@ -372,7 +436,34 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::outside_rows;
+    use super::{contention, outside_rows};
+    use std::sync::Mutex;
+
+    #[test]
+    fn contention_prints_each_run_and_the_bands() {
+        let lines = Mutex::new(Vec::new());
+        let summary = contention(1, |l| lines.lock().unwrap().push(l)).unwrap();
+        let lines = lines.into_inner().unwrap();
+        assert_eq!(lines.len(), 3, "a header, the columns, one run: {lines:?}");
+        let run: Vec<u64> = lines[2]
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(run.len(), 3);
+        assert!(
+            run[0] == 1 && run[1] >= 64,
+            "run 1, at least one reconcile per key: {run:?}"
+        );
+        assert!(
+            summary.contains("| 1 runs of each (min / median / max)"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("QUEUE_RECONCILES [64..=") && summary.contains("CHANNEL_VIOLATIONS")
+        );
+        let none = contention(0, |_| {}).unwrap_err().to_string();
+        assert_eq!(none, "--runs must be at least 1");
+    }
 
     #[test]
     fn outside_rows_reads_both_table_shapes() {

@@ -116,7 +116,7 @@ impl Done {
 
 /// Debug builds check the invariants after every mutation only up to this many dirty and
 /// processing items: the check is one pass over them.
-pub const DEBUG_CHECK_MAX_ITEMS: usize = 1024;
+pub const DEBUG_CHECK_MAX_ITEMS: usize = 128;
 
 /// The queue, `dirty` and `processing`, and the shutdown flags. No locks, no time.
 #[derive(Debug)]

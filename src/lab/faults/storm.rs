@@ -215,14 +215,13 @@ impl Node {
             .is_some_and(|p| p.backlog().total() + p.running() > 0)
     }
 
-    /// Whether the process's cache holds every widget at least at the resourceVersion in
-    /// `heard`: it has heard every event (a relist counts).
-    fn caught_up(&self, heard: &BTreeMap<String, u64>) -> bool {
+    /// Whether the process's cache holds every widget at least at its resourceVersion in
+    /// `heard` (cache keys and versions): it has heard every event (a relist counts).
+    fn caught_up(&self, heard: &[(String, u64)]) -> bool {
         let Some(p) = &self.process else { return false };
-        heard.iter().all(|(name, &rv)| {
-            let key = format!("{NAMESPACE}/{name}");
-            p.cached(&key).is_some_and(|w| rv_of(&w) >= rv)
-        })
+        heard
+            .iter()
+            .all(|(key, rv)| p.cached(key).is_some_and(|w| rv_of(&w) >= *rv))
     }
 
     /// Waits until the process's cache has caught up with `heard` and the process has then
@@ -230,10 +229,14 @@ impl Node {
     /// meanwhile; at most `setup.limit`. Whether it got there.
     pub async fn quiesce(&mut self, heard: &BTreeMap<String, u64>) -> bool {
         let deadline = Instant::now() + self.setup.limit; // keeps I2
+        let heard: Vec<(String, u64)> = heard
+            .iter()
+            .map(|(name, &rv)| (format!("{NAMESPACE}/{name}"), rv))
+            .collect();
         let mut quiet_since = Instant::now();
         while Instant::now() < deadline {
             self.restart_if_crashed();
-            if self.busy() || !self.caught_up(heard) {
+            if self.busy() || !self.caught_up(&heard) {
                 quiet_since = Instant::now();
             } else if quiet_since.elapsed() >= self.setup.quiet {
                 return true;

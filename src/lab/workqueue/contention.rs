@@ -198,7 +198,7 @@ pub fn ch01_contention_virtual() {
     });
 }
 
-/// The real-clock run, repeated (2 runs under `cargo test`, 20 under `cargo run`).
+/// The real-clock run, repeated (2 runs under `cargo test`, 10 under `cargo run`).
 pub fn ch01_contention_real() {
     // book: ch01_contention_real
     use controlloop::book::measured::command_run;
@@ -212,7 +212,7 @@ pub fn ch01_contention_real() {
     fn yield_once(_key: usize) -> Duration {
         Duration::ZERO
     }
-    let runs = if command_run() { 20 } else { 2 }; // 20 under `cargo run`
+    let runs = if command_run() { 10 } else { 2 }; // 10 under `cargo run`
     let (mut queue_runs, mut channel_runs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let start = Instant::now();
@@ -267,7 +267,7 @@ pub fn ch01_essay() {
         )
         .unwrap();
     }
-    assert!(!bands::QUEUE_RECONCILES.contains(essay_queue_reconciles));
+    assert!(bands::QUEUE_RECONCILES.contains(essay_queue_reconciles));
     assert!(bands::CHANNEL_VIOLATIONS.contains(essay_channel_violations));
     controlloop::book::snap::text("ch01_essay", table);
     // book: end ch01_essay
@@ -298,21 +298,27 @@ pub mod bands {
     use crate::book::band::Band;
 
     /// Queue reconciles out of 320,000 adds. The floor is durable: every key's last add is
-    /// reconciled, so at least 64.
+    /// reconciled, so at least 64. The count swings widely: it rises while the workers keep pace
+    /// with the producer (fewer adds find their key still queued), which a quiet or fast machine
+    /// makes likelier, so the ceiling is set at half the adds rather than near the runs seen.
     pub const QUEUE_RECONCILES: Band<u64> = Band::new(
         64,
-        32_000,
-        "2-core x86-64, load average 2.4-8.7: 200 release runs 64..=10828, 434 dev-profile runs \
-         64..=3157 (20 by `cargo run`, load 3-5: 64..=1848); client-go's harness 3611..=6308; floor = one per key; ~x3 above the highest",
+        160_000,
+        "2-core x86-64, `controlloop contention`: 300 release runs at load 1.1-2.3 64..=61748 \
+         (median 64), 50 dev-profile runs at load 1.4-2.2 223..=16296; earlier, at load \
+         2.4-8.7: 200 release runs 64..=10828, 434 dev-profile runs 64..=3157; client-go's \
+         harness 3611..=6308; floor = one per key; ceiling = half the adds, ~x2.6 above the \
+         highest",
     );
     /// Channel same-key violations. The floor is 0: runs of the channel with none were seen,
     /// so "more than 0" is claimed by the fixed-schedule run, not here.
     pub const CHANNEL_VIOLATIONS: Band<u64> = Band::new(
         0,
         64_000,
-        "2-core x86-64, load average 2.4-8.7: 200 release runs 15..=16814, 434 dev-profile runs \
-         12..=17554 (20 by `cargo run`, load 3-5: 1664..=13737); a 2-core machine of another make: 60 runs, one with 0 and three above \
-         20000; ~x3.6 above the highest here, 20 % of adds",
+        "2-core x86-64, `controlloop contention`: 300 release runs at load 1.1-2.3 23..=29903, \
+         50 dev-profile runs at load 1.4-2.2 2..=20567; earlier, at load 2.4-8.7: 200 release \
+         runs 15..=16814, 434 dev-profile runs 12..=17554; a 2-core machine of another make: 60 \
+         runs, one with 0 and three above 20000; ~x2.1 above the highest here, 20 % of adds",
     );
 
     /// Every band of the harness, by name, for the book's table of bands.
