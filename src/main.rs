@@ -142,7 +142,7 @@ fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> 
     };
     progress(format!(
         "{runs} runs of each, {ADDS} adds, {build} build, load {}",
-        load()
+        book::costs::load_average()
     ));
     progress(format!(
         "{:>4} {:>16} {:>18}",
@@ -166,14 +166,6 @@ fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> 
         summary.push_str(&format!("{name} {band}: {}\n", band.basis));
     }
     Ok(summary)
-}
-
-/// The one-minute load average, as `/proc/loadavg` has it ("?" where there is none).
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".into())
 }
 
 /// Runs the experiments named (all if `names` is empty). A failing one is reported and the

@@ -392,6 +392,14 @@ pub struct RunInfo {
     pub criterion_args: String,
 }
 
+/// The 1-minute load average now, from `/proc/loadavg` ("unknown" where there is none).
+pub fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
 impl RunInfo {
     /// Reads this machine's description; `criterion_args` are the options passed to criterion.
     pub fn here(criterion_args: &str) -> RunInfo {
@@ -404,10 +412,7 @@ impl RunInfo {
                     .map(|m| m.trim().to_owned())
             })
             .unwrap_or_else(|| "unknown CPU".to_owned());
-        let load_at_start = fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-            .unwrap_or_else(|| "unknown".to_owned());
+        let load_at_start = load_average();
         let rustc = std::process::Command::new(std::env::var("RUSTC").unwrap_or("rustc".into()))
             .arg("--version")
             .output()
