@@ -12,10 +12,6 @@
 //! - [`fake`]: client-go's fake clientset (`kubernetes/fake`), emulated.
 //! - [`resources`]: the book's custom resource, `Widget`.
 //!
-//! The book:
-//! - [`book`]: the chapter registry, snapshots, bands, this run's measured values, the site.
-//! - [`lab`]: the experiments' rig and the experiments that chapters and the command line run.
-//!
 //! The ports:
 //! - [`workqueue`]: client-go's workqueue, delaying and rate-limiting queues, rate limiters.
 //! - [`cache`]: the store, DeltaFIFO and RealFIFO, and the FIFO an informer runs; the
@@ -26,11 +22,9 @@
 #![warn(missing_docs)]
 
 pub mod apiserver;
-pub mod book;
 pub mod cache;
 pub mod controller;
 pub mod fake;
 pub mod features;
-pub mod lab;
 pub mod resources;
 pub mod workqueue;

@@ -9,15 +9,16 @@ use std::{
     time::Duration,
 };
 
-use controlloop::{
-    controller::{
-        Context, Controller, ControllerError, Error, LOW_PRIORITY, QueueKind, Release, Request,
-        RequestQueue, Result as Res,
-        priorityqueue::{InMemoryPriorityMetrics, Provider},
-    },
-    lab::rig::{self, Backend, Fixture, Recorder, value_of},
+use controlloop::controller::{
+    Context, Controller, ControllerError, Error, LOW_PRIORITY, QueueKind, Release, Request,
+    RequestQueue, Result as Res,
+    priorityqueue::{InMemoryPriorityMetrics, Provider},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
+
+#[path = "controller_support/cluster.rs"]
+mod cluster;
+use cluster::{Fixture, Recorder, value_of};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -28,11 +29,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn fixture(objects: &[&str]) -> Fixture {
-    let f = Fixture::new(&Backend::InProcess).await.unwrap();
-    for o in objects {
-        f.target.create(o, 0).await.unwrap();
-    }
-    f
+    Fixture::with(objects).await
 }
 
 async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
@@ -80,11 +77,11 @@ fn the_reconciler_reads_the_current_object_from_the_cache() {
             recorder.observations().len() == 1
         })
         .await;
-        let api = f.target.api();
-        rig::set_value(&api, "a", 1).await.unwrap(); // starts a reconcile of 1
+        let api = f.api.clone();
+        cluster::set_value(&api, "a", 1).await.unwrap(); // starts a reconcile of 1
         tokio::time::sleep(Duration::from_millis(10)).await;
         for v in 2..=3 {
-            rig::set_value(&api, "a", v).await.unwrap(); // both arrive while it runs
+            cluster::set_value(&api, "a", v).await.unwrap(); // both arrive while it runs
         }
         until("the dirty key was never re-queued by done()?", || {
             recorder.observations().len() == 3

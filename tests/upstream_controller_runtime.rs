@@ -10,6 +10,8 @@
 //! 20 ms … per failure), and the queue's `num_requeues` once the script has run. The priority
 //! tests read the entry the priority queue holds for the requeued key.
 
+#[path = "controller_support/cluster.rs"]
+mod cluster;
 mod controller_support;
 
 use std::{
@@ -30,7 +32,6 @@ use controlloop::{
         Builder, Context, ContextError, Controller, Error, Event, MetricsSnapshot, Outcome,
         Reconciler, Release, Request, Result as Res, predicate::Predicate,
     },
-    lab::rig::{Backend, Fixture},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
@@ -55,11 +56,8 @@ fn run_script(release: Release, script: Vec<Outcome>, other: bool) -> (Run, usiz
         .build()
         .unwrap()
         .block_on(async move {
-            let mut f = Fixture::new(&Backend::InProcess).await.unwrap();
-            f.target.create("a", 0).await.unwrap();
-            if other {
-                f.target.create("b", 0).await.unwrap();
-            }
+            let objects: &[&str] = if other { &["a", "b"] } else { &["a"] };
+            let mut f = cluster::Fixture::with(objects).await;
             let script = Arc::new(Mutex::new(VecDeque::from(script)));
             let calls: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
             let (s, c) = (script.clone(), calls.clone());

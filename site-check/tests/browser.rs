@@ -28,7 +28,7 @@ use chromiumoxide::{
     },
     page::ScreenshotParams,
 };
-use controlloop::book::site;
+use controlloop_book::press::site;
 use futures::StreamExt;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -54,7 +54,7 @@ fn target_dir() -> PathBuf {
 
 /// The chapter files in SUMMARY order, as (markdown file, html page).
 fn pages() -> Vec<(String, String)> {
-    controlloop::book::chapters()
+    controlloop_book::press::chapters()
         .iter()
         .map(|c| (c.file.to_owned(), c.file.replace(".md", ".html")))
         .collect()
@@ -66,7 +66,7 @@ fn included_snapshot_lines(file: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for piece in text.split("{{#include ../snapshots/").skip(1) {
         let name = piece.split(':').next().unwrap().to_owned();
-        let body = controlloop::book::snap::stored(name.trim_end_matches(".snap"))
+        let body = controlloop_book::kit::snap::stored(name.trim_end_matches(".snap"))
             .unwrap_or_else(|| panic!("{file} includes {name}, which does not exist"));
         if let Some(line) = body.lines().map(str::trim).find(|l| !l.is_empty()) {
             out.push((name, line.to_owned()));

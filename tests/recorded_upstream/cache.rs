@@ -18,12 +18,12 @@ use controlloop::{
         shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     },
     fake::{FakeClientset, FakeListerWatcher},
-    lab::{fifo::cm as lab_cm, rig::within},
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
 
-use crate::{SECOND, compare, paused};
+use crate::{SECOND, compare, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // DeltaFIFO and RealFIFO
@@ -31,7 +31,15 @@ use crate::{SECOND, compare, paused};
 
 /// A ConfigMap in `default` named `name`, with `data.v` when `v > 0`.
 fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
-    lab_cm(name, (v > 0).then_some(v))
+    Arc::new(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        data: (v > 0).then(|| [("v".to_owned(), v.to_string())].into()),
+        ..Default::default()
+    })
 }
 
 fn obj_label(o: &ConfigMap) -> String {

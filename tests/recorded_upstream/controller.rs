@@ -7,11 +7,10 @@ use controlloop::{
         Error, Outcome, QueueKind, Release, Result as ReconcileResult, decide,
         priorityqueue::ControllerQueue,
     },
-    lab::rig::within,
     workqueue::{RateLimiter, RateLimitingQueue, default_controller_rate_limiter},
 };
 
-use crate::{SECOND, WEB, compare, go_duration, paused};
+use crate::{SECOND, WEB, compare, go_duration, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // controller-runtime

@@ -122,9 +122,23 @@ fn go_durations_print_as_go_prints_them() {
     }
 }
 
-/// Runs `f` on a paused current-thread runtime (the crate's experiment runtime).
+/// Runs `f` on a current-thread runtime whose clock is paused (tokio's virtual time), as the
+/// Go side runs on a fake or synctest clock.
 pub fn paused<F: Future>(f: F) -> F::Output {
-    controlloop::lab::rig::paused(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime with a paused clock builds")
+        .block_on(f)
+}
+
+/// Awaits `fut` for at most `limit` of the runtime's clock; past that, panics naming `what`,
+/// the await that is suspected to be deadlocked.
+pub async fn within<F: Future>(limit: Duration, what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung for {limit:?}"))
 }
 
 pub const WEB: &str = "default/web";

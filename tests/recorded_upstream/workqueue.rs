@@ -5,15 +5,12 @@ use std::{
     time::Duration,
 };
 
-use controlloop::{
-    lab::rig::within,
-    workqueue::{
-        InMemoryMetrics, MetricsProvider, Queue as WorkQueue, QueueConfig, RateLimiter,
-        RateLimitingQueue, default_controller_rate_limiter,
-    },
+use controlloop::workqueue::{
+    InMemoryMetrics, MetricsProvider, Queue as WorkQueue, QueueConfig, RateLimiter,
+    RateLimitingQueue, default_controller_rate_limiter,
 };
 
-use crate::{SECOND, WEB, compare, go_duration, paused};
+use crate::{SECOND, WEB, compare, go_duration, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // Workqueue and rate limiters

@@ -1,0 +1,177 @@
+//! The workqueue's speed, row for row with client-go's workqueue benchmark: add+get+done on
+//! distinct keys and an add of a key that is already queued, each with 1, 2 and 16 tasks, and
+//! chapter 01's contention harness through the queue and through a channel.
+//!
+//! Keys are pre-generated `default/obj-NNNNNNN` strings, as in client-go's benchmark. The main
+//! rows use `&'static str`, which like a Go string is a pointer and a length: copying it costs
+//! nothing. The `String` rows show what an owned key costs on top (an allocation per copy).
+//!
+//! # The multi-task rows
+//!
+//! `tasks` tasks share the operations on a two-thread runtime, and the figure is wall time
+//! divided by the operations completed, as client-go's parallel rows are (GOMAXPROCS=2).
+//!
+//! - **Every task takes turns.** A tokio task runs until it awaits something that is not
+//!   ready, and these operations never wait: without a yield, each task would run its whole
+//!   share before the next one started, and the 16-task rows would measure two tasks (one per
+//!   thread) back to back. So every task yields after every `TURN` (256) operations: all of
+//!   them take turns on the two threads, as Go's goroutines do when they meet a contended lock.
+//!   A yield on the two-thread runtime costs far more than an add (it can wake the other
+//!   thread); shared by 256 operations it is a small part of each figure, where a yield every
+//!   16 made the duplicate-add rows mostly a measure of the scheduler.
+//! - **No run can hang.** An add+get+done task adds a key from its own slice and then gets
+//!   whatever is queued; if a thread is descheduled between `get` and `done` long enough, an
+//!   add merges into a held key and a get would wait for ever. The task is
+//!   `controlloop_book::lab::workqueue::cycles::cycles`, whose tests show that run ending instead
+//!   (and the old loop hanging); the figure divides by the operations actually completed.
+use std::{
+    hint::black_box,
+    time::{Duration, Instant},
+};
+
+use controlloop::workqueue::Queue;
+use controlloop_book::lab::workqueue::{
+    contention::{ADDS, through_channel, through_queue},
+    cycles::{Idle, TURN, cycles},
+};
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures::FutureExt;
+
+const KEYS: usize = 1 << 16;
+
+fn keys() -> &'static [&'static str] {
+    let v: Vec<&'static str> = (0..KEYS)
+        .map(|i| &*Box::leak(format!("default/obj-{i:07}").into_boxed_str()))
+        .collect();
+    Box::leak(v.into_boxed_slice())
+}
+
+fn get_now<T: Eq + std::hash::Hash + Clone>(q: &Queue<T>) -> T {
+    q.get()
+        .now_or_never()
+        .expect("an item is queued")
+        .expect("not shut down")
+}
+
+fn one_task(c: &mut Criterion) {
+    let keys = keys();
+    let q = Queue::new();
+    let mut i = 0;
+    c.bench_function("workqueue/add_get_done/1_task", |b| {
+        b.iter(|| {
+            q.add(keys[i % KEYS]);
+            let k = get_now(&q);
+            q.done(black_box(&k));
+            i += 1;
+        })
+    });
+    let q = Queue::new();
+    q.add(keys[0]);
+    c.bench_function("workqueue/add_duplicate/1_task", |b| {
+        b.iter(|| q.add(black_box(keys[0])))
+    });
+
+    let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let q = Queue::new();
+    c.bench_function("workqueue/add_get_done/1_task/String", |b| {
+        b.iter(|| {
+            q.add(owned[i % KEYS].clone());
+            let k = get_now(&q);
+            q.done(black_box(&k));
+            i += 1;
+        })
+    });
+    let q = Queue::new();
+    q.add(owned[0].clone());
+    c.bench_function("workqueue/add_duplicate/1_task/String", |b| {
+        b.iter(|| q.add(black_box(owned[0].clone())))
+    });
+}
+
+fn many_tasks(c: &mut Criterion) {
+    let keys = keys();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    for tasks in [2usize, 16] {
+        c.bench_function(&format!("workqueue/add_get_done/{tasks}_tasks"), |b| {
+            b.iter_custom(|iters| {
+                let q = Queue::new();
+                let per = (iters as usize).div_ceil(tasks);
+                let span = KEYS / tasks;
+                let idle = Idle::new(tasks);
+                let start = Instant::now();
+                let completed: usize = rt.block_on(async {
+                    let handles: Vec<_> = (0..tasks)
+                        .map(|t| {
+                            let slice = &keys[t * span..(t + 1) * span];
+                            tokio::spawn(cycles(q.clone(), slice, per, idle.clone()))
+                        })
+                        .collect();
+                    let mut completed = 0;
+                    for h in handles {
+                        completed += h.await.unwrap();
+                    }
+                    completed
+                });
+                start
+                    .elapsed()
+                    .mul_f64(iters as f64 / completed.max(1) as f64)
+            })
+        });
+        c.bench_function(&format!("workqueue/add_duplicate/{tasks}_tasks"), |b| {
+            b.iter_custom(|iters| {
+                let q = Queue::new();
+                q.add(keys[0]);
+                let per = (iters as usize).div_ceil(tasks);
+                let start = Instant::now();
+                rt.block_on(async {
+                    let handles: Vec<_> = (0..tasks)
+                        .map(|_| {
+                            let q = q.clone();
+                            tokio::spawn(async move {
+                                for j in 1..=per {
+                                    q.add(black_box(keys[0]));
+                                    if j % TURN == 0 {
+                                        tokio::task::yield_now().await;
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in handles {
+                        h.await.unwrap();
+                    }
+                });
+                start.elapsed().mul_f64(iters as f64 / (per * tasks) as f64)
+            })
+        });
+    }
+}
+
+/// Chapter 01's real-clock harness (16 workers, 64 keys, 320,000 adds, a reconcile that
+/// yields once), through the queue and through the channel: the same functions the chapter
+/// runs.
+fn contention(c: &mut Criterion) {
+    fn yield_once(_key: usize) -> Duration {
+        Duration::ZERO
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("workqueue/contention_16x64x320k");
+    g.sample_size(10);
+    g.bench_function("Queue", |b| {
+        b.iter(|| rt.block_on(through_queue(Queue::new(), ADDS, None, yield_once)))
+    });
+    g.bench_function("Channel", |b| {
+        b.iter(|| rt.block_on(through_channel(ADDS, None, yield_once)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, one_task, many_tasks, contention);
+criterion_main!(benches);

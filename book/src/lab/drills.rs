@@ -1,0 +1,233 @@
+//! Chapter 09's experiments: the short run under each spoken drill, each one driving the
+//! crate's handler, queue or informer directly. The chapter shows each function's body as its
+//! block (`book/tests/book_layout.rs` keeps the two identical); [`experiment`] runs them for
+//! `cargo run` and records the same snapshots.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+
+use crate::{kit::snap, lab::rig};
+use controlloop::{
+    apiserver::{Cluster, ServerOptions},
+    cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    controller::{
+        Event,
+        handler::{EnqueueRequestForObject, EventHandler},
+    },
+    resources::{Widget, WidgetSpec},
+    workqueue::{Queue, RateLimitingQueue, default_controller_rate_limiter},
+};
+
+/// Drill 1: two different updates of one object make one request.
+pub fn drill1() -> String {
+    // book: ch09_drill1
+    let widget = |replicas| {
+        let mut w = Widget::new(
+            "w",
+            WidgetSpec {
+                replicas,
+                color: None,
+            },
+        );
+        w.metadata.namespace = Some("default".into());
+        Arc::new(w)
+    };
+    let mut requests = vec![];
+    for (old, new) in [(1, 2), (2, 3)] {
+        let event = Event::Update {
+            old: Some(widget(old)),
+            new: Some(widget(new)),
+        };
+        EnqueueRequestForObject.handle(&event, &mut |r| requests.push(r));
+    }
+    assert_eq!(requests[0], requests[1]); // two different changes, one request
+    let out: Vec<String> = requests.iter().map(|r| format!("request {r}")).collect();
+    out.join("\n")
+    // book: end ch09_drill1
+}
+
+/// Drill 2: the queue alone, under a writer 1 ms apart: a free reconciler takes every
+/// write, a 20 ms one a handful, and both end on the last value.
+pub fn drill2() -> String {
+    rig::paused(async {
+        // book: ch09_drill2
+        let mut lines = vec!["40 writes, 1 ms apart".to_owned()];
+        for cost in [Duration::ZERO, Duration::from_millis(20)] {
+            let (queue, latest) = (Queue::new(), Arc::new(AtomicU64::new(0)));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (q, l, s) = (queue.clone(), latest.clone(), seen.clone());
+            let worker = tokio::spawn(async move {
+                while let Some(claim) = q.claim().await {
+                    s.lock().push(l.load(Ordering::SeqCst)); // a reconcile reads the level now
+                    tokio::time::sleep(cost).await; // works
+                    drop(claim); // done: a key added meanwhile goes back, once
+                }
+            });
+            for value in 1..=40 {
+                latest.store(value, Ordering::SeqCst); // the write...
+                queue.add("default/w"); // ...and its event, which queues the key
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await; // quiet
+            worker.abort();
+            let seen = seen.lock().clone();
+            assert_eq!(seen.last(), Some(&40)); // whatever the count, it ends on the last value
+            let (n, last) = (seen.len(), seen.last());
+            let ms = cost.as_millis();
+            lines.push(format!(
+                "  cost {ms:>2} ms: {n:>2} reconciles, last value seen {last:?}"
+            ));
+        }
+        lines.join("\n")
+        // book: end ch09_drill2
+    })
+}
+
+/// Drill 3: a resync replays the cache and asks the server nothing, so a lost event stays
+/// lost.
+pub fn drill3() -> String {
+    rig::paused(async {
+        // book: ch09_drill3
+        let cluster = Cluster::new(ServerOptions::default());
+        let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
+        let widget = |color: &str| {
+            let mut w = Widget::new(
+                "w",
+                WidgetSpec {
+                    replicas: 1,
+                    color: Some(color.into()),
+                },
+            );
+            w.metadata.namespace = Some("default".into());
+            w
+        };
+        api.create(&PostParams::default(), &widget("green"))
+            .await
+            .expect("a fresh widget");
+        let ten_hours = Duration::from_secs(10 * 3600);
+        let informer = Arc::new(SharedIndexInformer::new(
+            api.clone(),
+            InformerOptions::new(ten_hours),
+        ));
+        let replays = Arc::new(AtomicU64::new(0));
+        let r = replays.clone();
+        let on_update = move |old: Arc<Widget>, new: Arc<Widget>| {
+            if Arc::ptr_eq(&old, &new) {
+                r.fetch_add(1, Ordering::SeqCst); // a resync: the cached object as old and new
+            }
+        };
+        let handler = HandlerFuncs::new().on_update(on_update);
+        informer
+            .add_event_handler(handler)
+            .expect("a fresh informer");
+        let running = informer.clone();
+        let task = tokio::spawn(async move { running.run(futures::future::pending()).await });
+        tokio::time::sleep(Duration::from_secs(1)).await; // listed and watching
+        cluster
+            .silent_write(&widget("blue"))
+            .expect("a write whose event is lost");
+        let mut asked = vec![];
+        for _ in 0..3 {
+            let tick = Duration::from_secs(1);
+            tokio::time::sleep(ten_hours - 2 * tick).await; // just before the next resync
+            let before = cluster.requests().len();
+            tokio::time::sleep(2 * tick).await; // across it
+            asked.push(cluster.requests().len() - before);
+        }
+        task.abort();
+        let server = api.get("w").await.expect("the widget").spec.color;
+        let cached = informer
+            .indexer()
+            .get_by_key("default/w")
+            .expect("cached")
+            .spec
+            .color
+            .clone();
+        assert_eq!(replays.load(Ordering::SeqCst), 3); // three resyncs replayed the cache...
+        assert_eq!(asked, [0, 0, 0]); // ...and asked the server nothing
+        let replayed = replays.load(Ordering::SeqCst);
+        format!(
+            "resyncs {replayed}, requests at the three resync ticks: {asked:?}\n\
+             server says {}, cache still says {}",
+            server.unwrap_or_default(),
+            cached.unwrap_or_default()
+        )
+        // book: end ch09_drill3
+    })
+}
+
+/// Drill 4: `forget` without `done` holds the key for ever; a late `done` lets it out.
+pub fn drill4() -> String {
+    rig::paused(async {
+        // book: ch09_drill4
+        let q = RateLimitingQueue::new(default_controller_rate_limiter());
+        q.add("default/w");
+        let key = q.get().await.expect("the key");
+        q.forget(&key); // meant as "finished"; done() is never called
+        for _ in 0..3 {
+            q.add("default/w"); // three more changes to the object
+        }
+        let an_hour = tokio::time::timeout(Duration::from_secs(3600), q.get()).await;
+        assert_eq!(q.len(), 0);
+        assert!(an_hour.is_err()); // an hour of virtual time, and no worker sees the key
+        q.done(&key);
+        let after_done = tokio::time::timeout(Duration::from_secs(1), q.get()).await;
+        let after_done = after_done.expect("the late done releases it");
+        assert_eq!(after_done, Some("default/w")); // the late done lets it out, once
+        let waited = if an_hour.is_err() {
+            "nothing"
+        } else {
+            "the key"
+        };
+        format!(
+            "forget without done, then 3 adds: len {}, get within an hour: {waited}\n\
+             after a late done: get returns {after_done:?}",
+            q.len()
+        )
+        // book: end ch09_drill4
+    })
+}
+
+/// The references chapter 09 makes, checked, as the shortest text that carries the claim:
+/// how many, of which kind, and which are dead.
+pub fn references_text(refs: &[crate::kit::drills::Reference]) -> String {
+    let tests = refs.iter().filter(|r| r.target.contains(".rs::")).count();
+    let dead: Vec<&str> = refs
+        .iter()
+        .filter(|r| !r.resolves)
+        .map(|r| r.target.as_str())
+        .collect();
+    format!(
+        "references on this page: {} ({} to chapter sections, {tests} to tests)\ndead: {}\n",
+        refs.len(),
+        refs.len() - tests,
+        if dead.is_empty() {
+            "none".to_owned()
+        } else {
+            dead.join(", ")
+        }
+    )
+}
+
+/// Runs the four drills and the reference check, and records chapter 09's snapshots.
+pub fn experiment() {
+    for (name, text) in [
+        ("ch09_drill1", drill1()),
+        ("ch09_drill2", drill2()),
+        ("ch09_drill3", drill3()),
+        ("ch09_drill4", drill4()),
+    ] {
+        snap::text(name, text);
+    }
+    let refs = crate::kit::drills::chapter_references("09-spoken-drills.md");
+    assert!(refs.iter().all(|r| r.resolves), "dead references: {refs:?}");
+    snap::text("ch09_references", references_text(&refs));
+}

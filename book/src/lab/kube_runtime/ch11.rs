@@ -1,0 +1,605 @@
+//! Chapter 11's experiments ("What carries over to kube-rs"), shared by the chapter's doctests
+//! and `cargo run --release`. Each function runs both runtimes, checks what must hold,
+//! records its snapshot and returns what it measured; the chapter shows each body first.
+
+use std::{fmt::Write as _, time::Duration};
+
+use super::{
+    Log, Runtime, bands,
+    drift::{self, Drift, HOUR, Remedy, StatusStorm},
+    findings::{self, Rounding, Waiters},
+    semantics::{self, RelistGap},
+    storm::{self, Design, Knobs},
+};
+use crate::{
+    kit::measured,
+    kit::snap,
+    lab::{
+        burst::{
+            self, Clock, Params, Report, report_millis,
+            sweeps::{Sweep, check_claims, expected_reconciles},
+        },
+        resync::{Read, Setup},
+        rig,
+    },
+};
+use controlloop::controller::Release;
+
+const SEC: Duration = Duration::from_secs(1);
+const MS: Duration = Duration::from_millis(1);
+
+/// Storms side by side, one row per (label, report).
+pub fn storm_table(rows: &[(&str, &Report)]) -> String {
+    let mut out = format!(
+        "{:<14} {:>6} {:>3} {:>4} {:>5} {:>6} {:>10} {:>8} {:>8} {:>5} {:>8} {:>7}\n",
+        "runtime",
+        "writes",
+        "gap",
+        "cost",
+        "slots",
+        "events",
+        "reconciles",
+        "expected",
+        "collapse",
+        "final",
+        "converge",
+        "max/key"
+    );
+    for (label, r) in rows {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>6} {:>3} {:>4} {:>5} {:>6} {:>10} {:>8} {:>8} {:>5} {:>8} {:>7}",
+            label,
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            r.workers,
+            r.events_delivered,
+            r.reconciles,
+            round3(expected_reconciles(r)),
+            r.collapse,
+            r.final_observed.map_or("none".into(), |v| v.to_string()),
+            report_millis(r.converge),
+            r.max_concurrent_reconciles_of_one_key
+        );
+    }
+    out
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The essay's storm under virtual time on both runtimes; snapshot `ch11_storm_virtual`.
+pub fn storm_virtual() -> (Report, Report) {
+    let ours = burst::run(&Params::essay()).expect("ours");
+    let kube = storm::run(&Params::essay(), Knobs::default()).expect("kube-runtime");
+    for r in [&ours, &kube] {
+        check_claims(r).expect("durable claims");
+    }
+    snap::text(
+        "ch11_storm_virtual",
+        storm_table(&[("controlloop", &ours), ("kube-runtime", &kube)]),
+    );
+    (ours, kube)
+}
+
+/// The three sweeps under virtual time on both runtimes: every run's durable claims hold on
+/// each side. Snapshot `ch11_sweeps_virtual` (reconciles side by side).
+pub fn sweeps_virtual() -> Vec<(Report, Report)> {
+    // book: ch11_sweeps_virtual
+    let mut pairs = vec![];
+    for sweep in Sweep::ALL {
+        for p in sweep.params(Clock::Virtual) {
+            let ours = burst::run(&p).expect("ours"); // chapter 06's storm
+            let kube = storm::run(&p, Knobs::default()).expect("kube-runtime"); // the storm above
+            for r in [&ours, &kube] {
+                check_claims(r).unwrap_or_else(|e| panic!("{sweep:?} {p:?}: {e}"));
+            }
+            pairs.push((ours, kube));
+        }
+    }
+    // book: end ch11_sweeps_virtual
+    snap::text("ch11_sweeps_virtual", sweeps_text(&pairs));
+    pairs
+}
+
+/// The sweeps' pairs (ours, kube-runtime), as printed: one row per run, in the order
+/// [`sweeps_virtual`] makes them (each sweep's runs, sweep by sweep).
+pub fn sweeps_text(pairs: &[(Report, Report)]) -> String {
+    let sweeps = Sweep::ALL
+        .into_iter()
+        .flat_map(|s| s.params(Clock::Virtual).into_iter().map(move |_| s));
+    let mut out = format!(
+        "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}\n",
+        "sweep", "writes", "gap", "cost", "expected", "controlloop", "kube-runtime"
+    );
+    for (sweep, (ours, kube)) in sweeps.zip(pairs) {
+        let _ = writeln!(
+            out,
+            "{:<6} {:>6} {:>3} {:>4} {:>8} {:>12} {:>12}",
+            format!("{sweep:?}").to_lowercase(),
+            ours.writes_issued,
+            ours.gap.as_millis(),
+            ours.cost.as_millis(),
+            round3(expected_reconciles(ours)),
+            ours.reconciles,
+            kube.reconciles
+        );
+    }
+    out
+}
+
+/// The per-object check at four slots: this crate's 4 workers, kube-runtime's concurrency 4,
+/// and kube-runtime with a reconciler that detaches its work (broken). Snapshot
+/// `ch11_one_at_a_time`, with what the durable checks say about each run.
+pub fn one_at_a_time() -> Vec<(&'static str, Report)> {
+    // book: ch11_one_at_a_time
+    let four = Params::essay().workers(4); // the essay's storm, four slots
+    let detached = Knobs {
+        design: Design::DetachedWork, // the reconciler spawns its work and returns at once
+        ..Knobs::default()
+    };
+    let runs = vec![
+        // chapter 06's storm: `.max_concurrent_reconciles(four.workers)`
+        ("controlloop", burst::run(&four).expect("ours")),
+        // the storm above: `Config::default().concurrency(four.workers as u16)`
+        (
+            "kube-runtime",
+            storm::run(&four, Knobs::default()).expect("kube"),
+        ),
+        ("kube, detached", storm::run(&four, detached).expect("kube")),
+    ];
+    // book: end ch11_one_at_a_time
+    snap::text("ch11_one_at_a_time", one_at_a_time_text(&runs));
+    runs
+}
+
+/// The four-slot runs, as printed: the storm table, then what the per-object count and the
+/// durable checks say about each run.
+pub fn one_at_a_time_text(runs: &[(&str, Report)]) -> String {
+    let rows: Vec<(&str, &Report)> = runs.iter().map(|(l, r)| (*l, r)).collect();
+    let mut out = storm_table(&rows);
+    for (label, r) in runs {
+        let verdict = match (r.max_concurrent_reconciles_of_one_key, check_claims(r)) {
+            (1, Ok(())) => "one at a time; every claim holds".to_owned(),
+            (n, claims) => format!(
+                "{n} at once{}",
+                claims.err().map_or(String::new(), |e| format!("; {e}"))
+            ),
+        };
+        let _ = writeln!(out, "{label}: {verdict}");
+    }
+    out
+}
+
+/// kube-runtime's storm with a debounce, beside none; snapshot `ch11_debounce`.
+pub fn debounce() -> Vec<(String, Report)> {
+    // book: ch11_debounce
+    let mut runs = vec![];
+    for ms in [0, 5] {
+        let knobs = Knobs {
+            debounce: ms * MS, // the storm above: `Config::default().debounce(knobs.debounce)`
+            ..Knobs::default()
+        };
+        let run = storm::run(&Params::essay(), knobs).expect("kube-runtime");
+        runs.push((format!("debounce {ms} ms"), run));
+    }
+    // book: end ch11_debounce
+    snap::text("ch11_debounce", debounce_text(&runs));
+    runs
+}
+
+/// The debounce runs, as printed: the storm table, then the values each run reconciled.
+pub fn debounce_text(runs: &[(String, Report)]) -> String {
+    let rows: Vec<(&str, &Report)> = runs.iter().map(|(l, r)| (l.as_str(), r)).collect();
+    let mut out = storm_table(&rows);
+    for (label, r) in runs {
+        let _ = writeln!(out, "{label}: observed {:?}", r.observed);
+    }
+    out
+}
+
+/// The essay's storm under the real clock over HTTP on both runtimes, then kube-runtime's
+/// three sweeps (at once, each with its own server). Snapshot `ch11_storm_real`: bands only.
+pub fn storm_real() -> (Report, Report, Vec<Report>) {
+    // book: ch11_storm_real
+    let essay = Params::essay().real(); // the real clock, over HTTP
+    let ours = burst::run(&essay).expect("ours, real clock"); // chapter 06's storm
+    let kube = storm::run(&essay, Knobs::default()).expect("kube, real clock"); // the storm above
+    let handles: Vec<_> = Sweep::ALL
+        .iter()
+        .map(|&s| {
+            std::thread::spawn(move || {
+                s.params(Clock::Real) // each sweep on a thread, each run on a server of its own
+                    .iter()
+                    .map(|p| storm::run(p, Knobs::default()).expect("kube-runtime sweep"))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let sweeps: Vec<Report> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("a real-clock sweep panicked"))
+        .collect();
+    // book: end ch11_storm_real
+    storm_real_record(&ours, &kube, &sweeps);
+    (ours, kube, sweeps)
+}
+
+/// Checks the real-clock runs (every event delivered, the last value reconciled, counts inside
+/// their bands: panics otherwise), records snapshot `ch11_storm_real` (bands only) and this
+/// run's figures.
+pub fn storm_real_record(ours: &Report, kube: &Report, sweeps: &[Report]) {
+    let mut out = String::new();
+    for (label, r, band) in [
+        ("controlloop", ours, burst::bands::REAL_ESSAY_RECONCILES),
+        ("kube-runtime", kube, bands::KUBE_REAL_ESSAY_RECONCILES),
+    ] {
+        let _ = writeln!(
+            out,
+            "essay, {label}: {} writes, {} events, reconciles {}, final {:?}",
+            r.writes_issued,
+            r.events_delivered,
+            band.check("reconciles", r.reconciles),
+            r.final_observed
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nkube-runtime sweeps\n{:>6} {:>3} {:>4} {:>6} {:>20} {:>14} {:>5}",
+        "writes", "gap", "cost", "events", "reconciles/expected", "collapse", "final"
+    );
+    assert!(kube.ended_on_final_value() && kube.events_delivered == kube.writes_issued);
+    for r in sweeps {
+        assert_eq!(
+            r.events_delivered, r.writes_issued,
+            "an event was lost: {r:?}"
+        );
+        assert!(
+            r.ended_on_final_value(),
+            "did not end on the last value: {r:?}"
+        );
+        let ratio = round3(r.reconciles as f64 / expected_reconciles(r));
+        let collapse = if r.cost <= r.gap {
+            bands::KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP
+                .check("collapse", r.collapse)
+                .to_string()
+        } else {
+            assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
+            "> 1 (asserted)".to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "{:>6} {:>3} {:>4} {:>6} {:>20} {:>14} {:>5}",
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            r.events_delivered,
+            bands::KUBE_REAL_RECONCILE_RATIO
+                .check("reconciles / expected", ratio)
+                .to_string(),
+            collapse,
+            r.final_observed.map_or("none".into(), |v| v.to_string())
+        );
+    }
+    snap::text("ch11_storm_real", out);
+    let mut m = String::from("| run | controlloop | kube-runtime |\n|---|---|---|\n");
+    let _ = writeln!(
+        m,
+        "| essay storm, reconciles | {} | {} |",
+        ours.reconciles, kube.reconciles
+    );
+    for r in sweeps {
+        let _ = writeln!(
+            m,
+            "| sweep {} writes, {} ms gap, {} ms cost: reconciles (collapse) | | {} ({}) |",
+            r.writes_issued,
+            r.gap.as_millis(),
+            r.cost.as_millis(),
+            r.reconciles,
+            r.collapse
+        );
+    }
+    let _ = measured::record("ch11_storm_real", m);
+}
+
+/// The drift table: one row per (label, run).
+pub fn drift_table(rows: &[(&str, &Drift)]) -> String {
+    let mut out = format!(
+        "{:<36} {:>10} {:<18} {:>15} {}\n",
+        "controller", "reconciles", "colours read", "first blue (h)", "requests at 10/20/30 h"
+    );
+    for (label, d) in rows {
+        let _ = writeln!(
+            out,
+            "{:<36} {:>10} {:<18} {:>15} {:?}",
+            label,
+            d.reconciles,
+            d.colors_read.join(", "),
+            d.first_hour_blue_read
+                .map_or("never".into(), |h| h.to_string()),
+            d.requests_at_10_20_30h
+        );
+    }
+    out
+}
+
+/// The resync chapter's drift on both runtimes; snapshot `ch11_drift`.
+pub fn drift() -> Vec<(&'static str, Drift)> {
+    // book: ch11_drift
+    let requeue_live = Setup {
+        requeue_after: Some(HOUR), // ReconcileResult::requeue_after(1 h)...
+        read: Read::Live,          // ...reading the live object
+        ..Setup::faithful()
+    };
+    let rows = vec![
+        // chapter 04's `timeline`: its faithful controller, then with `requeue_live`
+        (
+            "controlloop: resync 10 h",
+            drift::controlloop(Setup::faithful()),
+        ),
+        (
+            "controlloop: requeue_after 1 h + GET",
+            drift::controlloop(requeue_live),
+        ),
+        // the block above, once per `remedy`
+        (
+            "kube: await_change",
+            drift::kube_runtime(Remedy::AwaitChange),
+        ),
+        (
+            "kube: reconcile_all_on every 10 h",
+            drift::kube_runtime(Remedy::ReconcileAllOn10h),
+        ),
+        (
+            "kube: requeue(1 h), store's object",
+            drift::kube_runtime(Remedy::Requeue1hStore),
+        ),
+        (
+            "kube: requeue(1 h) + GET",
+            drift::kube_runtime(Remedy::Requeue1hLive),
+        ),
+    ];
+    // book: end ch11_drift
+    let view: Vec<(&str, &Drift)> = rows.iter().map(|(l, d)| (*l, d)).collect();
+    snap::text("ch11_drift", drift_table(&view));
+    rows
+}
+
+/// What the status storm did, as printed.
+pub fn status_storm_text(s: &StatusStorm) -> String {
+    let mut out = format!(
+        "{} status writes and 1 spec change to one Widget\n",
+        s.status_writes
+    );
+    for rt in Runtime::both() {
+        let _ = writeln!(
+            out,
+            "{:<17}  generation predicate: {:>3} reconciles   no predicate: {:>3}",
+            rt.name(),
+            s.count(rt, "generation"),
+            s.count(rt, "no predicate")
+        );
+    }
+    out
+}
+
+/// The status-write storm; snapshot `ch11_status_storm`.
+pub fn status_storm() -> StatusStorm {
+    let s = drift::status_storm(20);
+    snap::text("ch11_status_storm", status_storm_text(&s));
+    s
+}
+
+/// The pending-requeue run, both variants; snapshot `ch11_requeue`.
+pub fn requeue() -> (Log, Log) {
+    let once = semantics::requeue_pending(false);
+    let always = semantics::requeue_pending(true);
+    snap::text("ch11_requeue", requeue_text(&once, &always));
+    (once, always)
+}
+
+/// The two pending-requeue logs, as printed.
+pub fn requeue_text(once: &Log, always: &Log) -> String {
+    format!(
+        "requeue 10 s on the first reconcile only; a write at 1 s:\n{}\n\
+         requeue 10 s on every reconcile; a write at 1 s:\n{}",
+        once.render(SEC, " s"),
+        always.render(SEC, " s")
+    )
+}
+
+/// The delays between successive runs of each reconciler noted `note`, in ms.
+pub fn retry_delays(log: &Log, runtime: Runtime, note: &str) -> Vec<u64> {
+    let at: Vec<Duration> = log
+        .entries(runtime)
+        .into_iter()
+        .filter(|(_, n)| n == note)
+        .map(|(t, _)| t)
+        .collect();
+    at.windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .collect()
+}
+
+/// The backoff run, as printed.
+pub fn backoff_text(log: &Log) -> String {
+    let mut out = String::from("six failures, then success; delay before each retry (ms):\n");
+    for release in Release::ALL {
+        let rt = Runtime::Controlloop(release);
+        let _ = writeln!(out, "{:<30} {:?}", rt.name(), retry_delays(log, rt, "run"));
+    }
+    for (label, note) in [("error_policy", "run"), ("user-built", "built: run")] {
+        let delays = retry_delays(log, Runtime::KubeRuntime, note);
+        let _ = writeln!(out, "{:<30} {delays:?}", format!("kube-runtime, {label}"));
+    }
+    out
+}
+
+/// The error-backoff run; snapshot `ch11_error_backoff`.
+pub fn backoff() -> Log {
+    let log = semantics::error_backoff(6);
+    snap::text("ch11_error_backoff", backoff_text(&log));
+    log
+}
+
+/// The deleted-object run; snapshot `ch11_deleted`.
+pub fn deleted() -> Log {
+    let log = semantics::deleted();
+    snap::text("ch11_deleted", log.render(SEC, " s"));
+    log
+}
+
+/// The relist-gap run, as printed: notes before and after the 410, each group sorted
+/// (kube-runtime's backoff is jittered, so its times are not printed, and the order in which
+/// it reconciles objects due at the same instant is not fixed: its maps use random hashing).
+pub fn relist_gap_text(g: &RelistGap) -> String {
+    let mut out = format!("relists after the 410: {}\n", g.relists);
+    for rt in Runtime::both() {
+        let (before, after): (Vec<_>, Vec<_>) =
+            g.log.entries(rt).into_iter().partition(|(t, _)| *t < SEC);
+        let notes = |v: Vec<(Duration, String)>| {
+            let mut n: Vec<String> = v.into_iter().map(|(_, n)| n).collect();
+            n.sort();
+            n.join(" | ")
+        };
+        let _ = writeln!(
+            out,
+            "{:<17}  before: {}\n{:<17}  after:  {}",
+            rt.name(),
+            notes(before),
+            "",
+            notes(after)
+        );
+    }
+    out
+}
+
+/// The relist-gap run; snapshot `ch11_relist_gap`.
+pub fn relist_gap() -> RelistGap {
+    let g = semantics::relist_gap();
+    snap::text("ch11_relist_gap", relist_gap_text(&g));
+    g
+}
+
+/// Three waiters on each side; snapshot `ch11_wait_until_ready`.
+pub fn waiters() -> Waiters {
+    let w = findings::waiters(3);
+    snap::text("ch11_wait_until_ready", waiters_text(&w));
+    w
+}
+
+/// The waiters' count, as printed.
+pub fn waiters_text(w: &Waiters) -> String {
+    let stuck = w.stuck();
+    format!(
+        "{} tasks wait on each side\nkube-runtime `Store::wait_until_ready` woke: {}\n\
+         controlloop `SharedIndexInformer::wait_synced` woke: {}\ncheck: {}\n",
+        w.waiting,
+        w.kube_runtime_woken,
+        w.controlloop_woken,
+        if stuck.is_empty() {
+            "every waiter woke".to_owned()
+        } else {
+            stuck.join("; ")
+        }
+    )
+}
+
+/// Writes at sub-millisecond offsets under the paused clock, this crate's controller at each
+/// release; snapshot `ch11_scheduler_ms`.
+pub fn rounding() -> Vec<Rounding> {
+    let rows = findings::rounding(&[0, 250, 500, 999], &Release::ALL);
+    snap::text("ch11_scheduler_ms", rounding_text(&rows));
+    rows
+}
+
+/// The rounding rows, as printed (one column per release raced, then kube-runtime).
+pub fn rounding_text(rows: &[Rounding]) -> String {
+    let mut out = format!("{:>16}", "write at (µs)");
+    for (release, _) in rows.first().map_or(&[][..], |r| &r.controlloop_us[..]) {
+        let _ = write!(out, " {:>22}", format!("controlloop {release} (µs)"));
+    }
+    let _ = writeln!(out, " {:>20}", "kube-runtime (µs)");
+    for r in rows {
+        let _ = write!(out, "{:>16}", format!("k ms + {}", r.offset_us));
+        for (_, us) in &r.controlloop_us {
+            let _ = write!(out, " {us:>22}");
+        }
+        let _ = writeln!(out, " {:>20}", r.kube_runtime_us);
+    }
+    out
+}
+
+/// A percentile (nearest rank) of `values`, in ms.
+pub fn percentile_ms(values: &[u64], p: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i] as f64 / 1000.0
+}
+
+/// `writes` sequential writes under the real clock, both controllers racing on one in-process
+/// server; snapshot `ch11_latency_real` (the band of the median gap), and this run's figures.
+pub fn latency_real(writes: usize) -> Vec<Rounding> {
+    // book: ch11_latency_real
+    let plan = vec![None; writes]; // no offsets: the real clock lands where it lands
+    let releases = [Release::default()]; // this crate's controller at its default release
+    let rows = rig::real(findings::race(plan, &releases)); // the block above, 2 ms apart
+    // book: end ch11_latency_real
+    latency_real_record(&rows);
+    rows
+}
+
+/// Records snapshot `ch11_latency_real` (the band of the median gap, kube-runtime minus this
+/// crate's controller: panics outside it) and this run's percentiles, for the rows of
+/// [`latency_real`].
+pub fn latency_real_record(rows: &[Rounding]) {
+    let writes = rows.len();
+    let ours: Vec<u64> = rows.iter().map(|r| r.controlloop_us[0].1).collect();
+    let kube: Vec<u64> = rows.iter().map(|r| r.kube_runtime_us).collect();
+    let gap = round3(percentile_ms(&kube, 0.5) - percentile_ms(&ours, 0.5));
+    snap::text(
+        "ch11_latency_real",
+        format!(
+            "{writes} writes; median write -> reconcile start, kube-runtime minus controlloop: \
+             {} ms\n",
+            bands::REAL_LATENCY_P50_GAP_MS.check("median gap (ms)", gap)
+        ),
+    );
+    let _ = measured::record(
+        "ch11_latency_real",
+        format!(
+            "| write → reconcile start ({writes} writes) | p50 | p99 |\n|---|---|---|\n\
+             | controlloop | {} ms | {} ms |\n| kube-runtime | {} ms | {} ms |\n",
+            percentile_ms(&ours, 0.5),
+            percentile_ms(&ours, 0.99),
+            percentile_ms(&kube, 0.5),
+            percentile_ms(&kube, 0.99)
+        ),
+    );
+}
+
+/// Everything the chapter shows under virtual time (the `cargo run` experiment).
+pub fn run_virtual() {
+    storm_virtual();
+    sweeps_virtual();
+    one_at_a_time();
+    debounce();
+    drift();
+    status_storm();
+    requeue();
+    backoff();
+    deleted();
+    relist_gap();
+    waiters();
+    rounding();
+    super::claims::table();
+}
+
+/// Everything the chapter shows under the real clock (the `cargo run` experiment).
+pub fn run_real() {
+    storm_real();
+    latency_real(200);
+}

@@ -1,0 +1,17 @@
+//! The press: the chapter registry, and what turns the chapters and their runs into a site.
+//!
+//! No upstream file. The press stands above the experiments: the registry names each
+//! chapter's [`crate::lab`] functions, and the site is built after they ran.
+//!
+//! - [`mod@chapters`]: the registry. Each chapter is listed once, with the experiments
+//!   `cargo run` runs for it; the same list makes every chapter a doctest.
+//! - [`site`]: the website, built with mdBook as a library.
+//! - [`links`]: the built site's links, each checked to resolve.
+//! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
+
+pub mod chapters;
+pub mod costs;
+pub mod links;
+pub mod site;
+
+pub use chapters::{Chapter, Experiment, chapters, experiments};
