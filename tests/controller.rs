@@ -10,8 +10,8 @@ use std::{
 };
 
 use controlloop::controller::{
-    Context, Controller, ControllerError, Error, LOW_PRIORITY, QueueKind, Release, Request,
-    RequestQueue, Result as Res,
+    Context, Controller, ControllerError, LOW_PRIORITY, QueueKind, ReconcileError,
+    ReconcileResult as Res, Release, Request, RequestQueue,
     priorityqueue::{InMemoryPriorityMetrics, Provider},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -99,7 +99,7 @@ fn the_reconciler_reads_the_current_object_from_the_cache() {
     });
 }
 
-/// A panic inside the reconciler is recovered as `Error::Panic` (controller-runtime's
+/// A panic inside the reconciler is recovered as `ReconcileError::Panic` (controller-runtime's
 /// default), counted, and retried with backoff; the key is released in between.
 #[test]
 fn a_panicking_reconciler_is_recovered_and_retried() {
@@ -333,7 +333,7 @@ fn a_terminal_error_is_not_retried() {
             .build(
                 &f.informer,
                 |_req: Request, _ctx: Context<ConfigMap>| async {
-                    Err(Error::terminal("bad spec"))
+                    Err(ReconcileError::terminal("bad spec"))
                 },
             )
             .unwrap();

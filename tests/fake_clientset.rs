@@ -7,7 +7,10 @@ mod apiserver_support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use apiserver_support::cm;
-use controlloop::fake::{DEFAULT_CHAN_SIZE, EventType, FakeClientset, FakeError};
+use controlloop::{
+    apiserver::EventType,
+    fake::{DEFAULT_CHAN_SIZE, FakeClientset, FakeError},
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 #[test]

@@ -17,13 +17,10 @@ use std::{
 
 use controller_support::*;
 use controlloop::{
-    cache::{
-        lister_watcher::{WatchEvent, scripted::Scripted},
-        shared_informer::HandlerPanic,
-    },
+    cache::{HandlerPanic, Scripted, WatchEvent},
     controller::{
-        Context, ContextError, Controller, ControllerError, Error, Event, Release, Request,
-        Result as Res,
+        Context, ContextError, Controller, ControllerError, Event, ReconcileError,
+        ReconcileResult as Res, Release, Request,
     },
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -379,7 +376,7 @@ fn a_reconcile_past_its_deadline_is_cancelled_and_its_result_still_decides() {
                         }
                         s.lock().push((Instant::now(), ctx.err()));
                         if first {
-                            Err(Error::retry("gave up at the deadline"))
+                            Err(ReconcileError::retry("gave up at the deadline"))
                         } else {
                             Ok(Res::done())
                         }

@@ -10,10 +10,7 @@
 use std::{sync::Arc, time::Duration};
 
 use controlloop::apiserver::{ApiServer, Failure, RequestRecord};
-use controlloop::cache::{
-    reflector::BackoffConfig,
-    shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
-};
+use controlloop::cache::{BackoffConfig, HandlerFuncs, InformerOptions, SharedIndexInformer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::mpsc;

@@ -17,8 +17,8 @@ use std::{
 };
 
 use controlloop::cache::{
-    Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Deltas, KeyError, KeyFunc,
-    KeyListerGetter, LookupError, PopError, Queue, RealFifo, RealFifoOptions, ReplacedAllInfo,
+    Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Deltas, Fifo, KeyError, KeyFunc,
+    KeyListerGetter, LookupError, PopError, RealFifo, RealFifoOptions, ReplacedAllInfo,
     meta_namespace_key,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -94,7 +94,7 @@ fn real_fifo(known_objects: &[Obj]) -> RealFifo<ConfigMap> {
 }
 
 /// Upstream's `pop2`: the deltas and `isInInitialList`. Panics if nothing is queued.
-fn pop2(q: &impl Queue<ConfigMap>) -> (Deltas<ConfigMap>, bool) {
+fn pop2(q: &impl Fifo<ConfigMap>) -> (Deltas<ConfigMap>, bool) {
     let mut initial = None;
     let deltas = q
         .try_pop(|_, i| {
@@ -107,12 +107,12 @@ fn pop2(q: &impl Queue<ConfigMap>) -> (Deltas<ConfigMap>, bool) {
 }
 
 /// Upstream's `Pop(queue)`.
-fn pop(q: &impl Queue<ConfigMap>) -> Vec<Delta<ConfigMap>> {
+fn pop(q: &impl Fifo<ConfigMap>) -> Vec<Delta<ConfigMap>> {
     pop2(q).0.0
 }
 
 /// Upstream's `testPop`: the newest object's `val`.
-fn pop_val(q: &impl Queue<ConfigMap>) -> i64 {
+fn pop_val(q: &impl Fifo<ConfigMap>) -> i64 {
     let deltas = pop(q);
     val(deltas.last().unwrap().object.object().unwrap())
 }
@@ -259,7 +259,7 @@ fn foo_bar_baz() -> Vec<Obj> {
     vec![obj("foo", 5), obj("bar", 6), obj("baz", 7)]
 }
 
-fn assert_pops(f: &impl Queue<ConfigMap>, expected: Batches) {
+fn assert_pops(f: &impl Fifo<ConfigMap>, expected: Batches) {
     for (i, e) in expected.into_iter().enumerate() {
         assert_eq!(pop(f), e, "pop #{}", i + 1);
     }
@@ -527,7 +527,7 @@ fn key_of_reads_objects_tombstones_and_the_newest_delta() {
 
 // ---- item 24 -------------------------------------------------------------------------------
 
-async fn every_waiting_pop_returns_closed(q: impl Queue<ConfigMap> + Clone + 'static) {
+async fn every_waiting_pop_returns_closed(q: impl Fifo<ConfigMap> + Clone + 'static) {
     let pops: Vec<_> = (0..10)
         .map(|_| {
             let q = q.clone();
@@ -809,7 +809,7 @@ fn atomic_real_fifo_queues_one_replaced_all_per_replace_in_order() {
     );
 
     let f = atomic_fifo();
-    Queue::bookmark(&f, "123").unwrap();
+    Fifo::bookmark(&f, "123").unwrap();
     f.replace(vec![], "1234").unwrap();
     let got = pop_all(&f);
     assert_eq!(got.len(), 2);

@@ -10,12 +10,9 @@
 use std::{sync::Arc, time::Duration};
 
 use controlloop::cache::{
-    lister_watcher::{
-        ListPage, LwError, WatchEvent,
-        scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch, page},
-    },
-    reflector::{Phase, RecordingStore, Reflector, ReflectorOptions, Step},
-    shared_informer::{HandlerFuncs, HandlerPanic, InformerOptions, SharedIndexInformer},
+    HandlerFuncs, HandlerPanic, InformerOptions, ListPage, LwError, RecordingStore, Reflector,
+    ReflectorOptions, ReflectorPhase, ReflectorStep, Scripted, ScriptedListerWatcher,
+    ScriptedWatch, SharedIndexInformer, WatchEvent,
 };
 use controlloop::features::{Feature, FeatureGates, klog};
 use k8s_openapi::api::core::v1::Pod;
@@ -48,7 +45,10 @@ async fn step_until_watching(r: &mut R, max: usize) {
         let step = tokio::time::timeout(S(3600), r.step())
             .await
             .expect("reflector step hung: a scripted watch left open?");
-        if matches!(step, Step::WatchStarted { .. } | Step::WatchStartFailed(_)) {
+        if matches!(
+            step,
+            ReflectorStep::WatchStarted { .. } | ReflectorStep::WatchStartFailed(_)
+        ) {
             return;
         }
     }
@@ -91,8 +91,8 @@ async fn drain() {
 #[tokio::test(start_paused = true)]
 async fn reflector_relists_at_the_last_synced_resource_version() {
     let lw = ScriptedListerWatcher::new();
-    lw.push_list(Ok(page("10", vec![pod("a", "1")])));
-    lw.push_list(Ok(page("10", vec![pod("a", "1")])));
+    lw.push_list(Ok(ListPage::new("10", vec![pod("a", "1")])));
+    lw.push_list(Ok(ListPage::new("10", vec![pod("a", "1")])));
     lw.push_watch(ScriptedWatch::Fail(LwError::Other("closed".into())));
     let mut r = reflector(&lw, ReflectorOptions::default());
     step_until_watching(&mut r, 10).await;
@@ -114,14 +114,14 @@ async fn reflector_full_lists_when_a_continuation_page_expires() {
             o.continue_token.as_deref(),
             o.limit,
         ) {
-            ("0", None, Some(4)) => Ok(page("10", pods[0..4].to_vec())),
+            ("0", None, Some(4)) => Ok(ListPage::new("10", pods[0..4].to_vec())),
             ("10", None, Some(4)) => Ok(ListPage {
                 items: pods[0..4].to_vec(),
                 resource_version: "11".into(),
                 continue_token: Some("C1".into()),
             }),
             ("", Some("C1"), Some(4)) => Err(LwError::Expired("too old".into())),
-            ("10", None, None) => Ok(page("11", pods)),
+            ("10", None, None) => Ok(ListPage::new("11", pods)),
             other => Err(LwError::Other(format!("unexpected list options {other:?}"))),
         }
     });
@@ -146,7 +146,7 @@ async fn reflector_lists_at_the_empty_rv_after_too_large_resource_version() {
     let version = Arc::new(Mutex::new(30));
     let v = version.clone();
     lw.on_list(move |o| match o.resource_version.as_str() {
-        "0" => Ok(page("20", vec![])),
+        "0" => Ok(ListPage::new("20", vec![])),
         "20" | "30" | "40" => Err(LwError::TooLargeResourceVersion(
             "Too large resource version".into(),
         )),
@@ -154,7 +154,7 @@ async fn reflector_lists_at_the_empty_rv_after_too_large_resource_version() {
             let mut v = v.lock();
             let rv = v.to_string();
             *v += 10;
-            Ok(page(&rv, vec![]))
+            Ok(ListPage::new(&rv, vec![]))
         }
         other => Err(LwError::Other(format!("unexpected RV {other}"))),
     });
@@ -175,7 +175,7 @@ async fn reflector_lists_at_the_empty_rv_after_too_large_resource_version() {
 #[tokio::test(start_paused = true)]
 async fn too_many_requests_on_watch_backs_off_and_never_relists() {
     let lw = ScriptedListerWatcher::new();
-    lw.push_list(Ok(page("1", vec![])));
+    lw.push_list(Ok(ListPage::new("1", vec![])));
     for _ in 0..4 {
         lw.push_watch(ScriptedWatch::Fail(LwError::TooManyRequests(
             "slow down".into(),
@@ -185,8 +185,8 @@ async fn too_many_requests_on_watch_backs_off_and_never_relists() {
     let mut backoffs = 0;
     loop {
         match r.step().await {
-            Step::WatchStarted { .. } => break,
-            Step::BackedOff(_) => backoffs += 1,
+            ReflectorStep::WatchStarted { .. } => break,
+            ReflectorStep::BackedOff(_) => backoffs += 1,
             _ => {}
         }
     }
@@ -200,7 +200,7 @@ async fn too_many_requests_on_watch_backs_off_and_never_relists() {
 #[tokio::test(start_paused = true)]
 async fn an_internal_error_relists_when_in_place_retries_are_off() {
     let lw = ScriptedListerWatcher::new();
-    lw.on_list(|_| Ok(page("1", vec![])));
+    lw.on_list(|_| Ok(ListPage::new("1", vec![])));
     lw.push_watch(ScriptedWatch::Stream(vec![
         Scripted::After(S(5)),
         Scripted::Event(WatchEvent::Error(LwError::Internal("boom".into()))),
@@ -209,9 +209,9 @@ async fn an_internal_error_relists_when_in_place_retries_are_off() {
     step_until_watching(&mut r, 5).await;
     assert!(matches!(
         r.step().await,
-        Step::WatchEnded(LwError::Internal(_))
+        ReflectorStep::WatchEnded(LwError::Internal(_))
     ));
-    assert_eq!(r.phase(), Phase::BackoffThenList);
+    assert_eq!(r.phase(), ReflectorPhase::BackoffThenList);
 }
 
 /// `TestRetryInternalError`, 30 s: internal-error watches are re-opened in place (no list)
@@ -219,7 +219,7 @@ async fn an_internal_error_relists_when_in_place_retries_are_off() {
 #[tokio::test(start_paused = true)]
 async fn internal_errors_are_rewatched_in_place_for_the_retry_window() {
     let lw = ScriptedListerWatcher::new();
-    lw.on_list(|_| Ok(page("1", vec![])));
+    lw.on_list(|_| Ok(ListPage::new("1", vec![])));
     for _ in 0..10 {
         lw.push_watch(ScriptedWatch::Stream(vec![
             Scripted::After(S(5)),
@@ -234,7 +234,7 @@ async fn internal_errors_are_rewatched_in_place_for_the_retry_window() {
     let t0 = tokio::time::Instant::now();
     loop {
         r.step().await;
-        if r.phase() == Phase::BackoffThenList {
+        if r.phase() == ReflectorPhase::BackoffThenList {
             break;
         }
     }
@@ -253,7 +253,7 @@ async fn internal_errors_are_rewatched_in_place_for_the_retry_window() {
 async fn watch_timeouts_honour_only_minimums_above_five_minutes() {
     for (min, expected) in [(None, 300), (Some(S(1)), 300), (Some(S(1800)), 1800)] {
         let lw = ScriptedListerWatcher::new();
-        lw.push_list(Ok(page("10", vec![])));
+        lw.push_list(Ok(ListPage::new("10", vec![])));
         let mut options = ReflectorOptions::default();
         if let Some(m) = min {
             options.min_watch_timeout = m;
@@ -303,7 +303,10 @@ fn handlers_added_before_start_lower_the_resync_check_period() {
 #[tokio::test(start_paused = true)]
 async fn only_listeners_due_for_resync_receive_resync_updates() {
     let lw = ScriptedListerWatcher::new().without_watch_list();
-    lw.push_list(Ok(page("1", vec![pod("pod1", "1"), pod("pod2", "2")])));
+    lw.push_list(Ok(ListPage::new(
+        "1",
+        vec![pod("pod1", "1"), pod("pod2", "2")],
+    )));
     let informer = SharedIndexInformer::new(lw, InformerOptions::new(S(1)));
     let (h1, every_second) = recorder();
     let (h2, every_two) = recorder();
@@ -341,8 +344,11 @@ async fn only_listeners_due_for_resync_receive_resync_updates() {
 async fn after_a_relist_a_listener_not_due_for_resync_sees_only_changes() {
     for minor in [32, 36] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page("1", vec![pod("pod1", "1"), pod("pod2", "2")])));
-        lw.push_list(Ok(page(
+        lw.push_list(Ok(ListPage::new(
+            "1",
+            vec![pod("pod1", "1"), pod("pod2", "2")],
+        )));
+        lw.push_list(Ok(ListPage::new(
             "4",
             vec![pod("pod1", "1"), pod("pod2", "3"), pod("pod3", "4")],
         )));
@@ -392,11 +398,11 @@ async fn atomic_and_non_atomic_replace_give_the_same_events_and_cache() {
     let mut results = vec![];
     for atomic in [true, false] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page(
+        lw.push_list(Ok(ListPage::new(
             "1",
             vec![pod("a", "1"), pod("b", "2"), pod("c", "3")],
         )));
-        lw.push_list(Ok(page(
+        lw.push_list(Ok(ListPage::new(
             "5",
             vec![pod("b", "2"), pod("c", "4"), pod("d", "5")],
         )));
@@ -442,7 +448,7 @@ fn panicking_informer(
 ) -> Arc<SharedIndexInformer<Pod, ScriptedListerWatcher<Pod>>> {
     let lw = ScriptedListerWatcher::new().without_watch_list();
     let items = (1..=pods).map(|i| pod(&format!("pod{i}"), "1")).collect();
-    lw.push_list(Ok(page("1", items)));
+    lw.push_list(Ok(ListPage::new("1", items)));
     Arc::new(SharedIndexInformer::new(
         lw,
         InformerOptions {

@@ -11,7 +11,7 @@
 use std::{sync::Arc, time::Duration};
 
 use controlloop::apiserver::{Cluster, RequestRecord, ServerOptions};
-use controlloop::cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
+use controlloop::cache::{HandlerFuncs, InformerOptions, SharedIndexInformer};
 use controlloop::features::FeatureGates;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};

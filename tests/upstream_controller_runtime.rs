@@ -27,10 +27,10 @@ use controller_support::{
     Informer, Log, block_on_capturing, informer, run_informer, spawn_run, until, within,
 };
 use controlloop::{
-    cache::shared_informer::HandlerPanic,
+    cache::HandlerPanic,
     controller::{
-        Builder, Context, ContextError, Controller, Error, Event, MetricsSnapshot, Outcome,
-        Reconciler, Release, Request, Result as Res, predicate::Predicate,
+        Builder, Context, ContextError, Controller, Event, MetricsSnapshot, Outcome,
+        ReconcileError, ReconcileResult as Res, Reconciler, Release, Request, predicate::Predicate,
     },
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -120,7 +120,10 @@ fn should_requeue_a_request_if_there_is_an_error_and_continue_processing_items()
     for release in Release::ALL {
         let (run, others) = run_script(
             release,
-            vec![Err(Error::retry("expected error")), Ok(Res::done())],
+            vec![
+                Err(ReconcileError::retry("expected error")),
+                Ok(Res::done()),
+            ],
             true,
         );
         assert_eq!(
@@ -142,7 +145,11 @@ fn should_requeue_a_request_if_there_is_an_error_and_continue_processing_items()
 #[test]
 fn should_not_requeue_a_request_if_there_is_a_terminal_error() {
     for release in Release::ALL {
-        let (run, _) = run_script(release, vec![Err(Error::terminal("expected error"))], false);
+        let (run, _) = run_script(
+            release,
+            vec![Err(ReconcileError::terminal("expected error"))],
+            false,
+        );
         assert!(
             run.gaps.is_empty(),
             "{release}: reconciled again: {:?}",
@@ -159,10 +166,10 @@ fn should_not_reset_backoff_until_theres_a_non_error_result() {
         let (run, _) = run_script(
             release,
             vec![
-                Err(Error::retry("1")),
-                Err(Error::retry("2")),
-                Err(Error::retry("3")),
-                Err(Error::terminal("4")), // neither requeues nor forgets
+                Err(ReconcileError::retry("1")),
+                Err(ReconcileError::retry("2")),
+                Err(ReconcileError::retry("3")),
+                Err(ReconcileError::terminal("4")), // neither requeues nor forgets
             ],
             false,
         );
@@ -209,7 +216,7 @@ fn should_requeue_after_a_duration_but_not_rate_limited_if_the_result_sets_reque
         let (run, _) = run_script(
             release,
             vec![
-                Err(Error::retry("builds a backoff")),
+                Err(ReconcileError::retry("builds a backoff")),
                 Ok(after),
                 Ok(Res::done()),
             ],
@@ -239,7 +246,7 @@ fn should_perform_error_behavior_if_error_is_not_nil_regardless_of_requeue_after
             release,
             vec![
                 Ok(Res::requeue_after(Duration::from_secs(60))),
-                Err(Error::retry("x")),
+                Err(ReconcileError::retry("x")),
             ],
             false,
         );
@@ -286,7 +293,7 @@ fn waits_for_its_context(seen: &Log<Option<ContextError>>) -> impl Reconciler<Co
         async move {
             within("the context was never cancelled", ctx.cancelled()).await;
             seen.lock().push(ctx.err());
-            Err(Error::terminal(ctx.err().expect("cancelled")))
+            Err(ReconcileError::terminal(ctx.err().expect("cancelled")))
         }
     }
 }
@@ -338,7 +345,7 @@ fn reconcile_timeouts_should_not_increment_when_user_code_cancels_earlier() {
                 let _ = tokio::time::timeout(Duration::from_millis(1), mine.cancelled()).await;
                 mine.cancel(); // "user cancellation"
                 s.lock().push(ctx.err());
-                Err(Error::terminal("user cancellation"))
+                Err(ReconcileError::terminal("user cancellation"))
             }
         },
         |m| m.errors == 1,

@@ -17,13 +17,10 @@ use controller_support::{
     until, within,
 };
 use controlloop::{
-    cache::{
-        lister_watcher::{WatchEvent, scripted::Scripted},
-        shared_informer::{HandlerPanic, InformerOptions},
-    },
+    cache::{HandlerPanic, InformerOptions, Scripted, WatchEvent},
     controller::{
-        Builder, Context, Controller, Error, LOW_PRIORITY, Outcome, Release, Request,
-        Result as Res,
+        Builder, Context, Controller, LOW_PRIORITY, Outcome, ReconcileError,
+        ReconcileResult as Res, Release, Request,
         priorityqueue::{AddOpts, Entry, Priority},
     },
     workqueue::ItemExponentialFailureRateLimiter,
@@ -86,7 +83,7 @@ fn should_retain_the_priority_when_the_reconciler_requests_a_requeue() {
         let cases = [
             ("Requeue", Ok(Res::requeue())),
             ("RequeueAfter", Ok(Res::requeue_after(HOUR))),
-            ("error", Err(Error::retry("oups"))),
+            ("error", Err(ReconcileError::retry("oups"))),
         ];
         for (what, outcome) in cases {
             assert_eq!(requeued_at(release, outcome), 10, "{release}, {what}");
@@ -115,7 +112,10 @@ fn should_use_the_priority_from_result_when_the_reconciler_requests_a_requeue() 
 /// difference (`controller::reconcile`).
 #[test]
 fn an_error_carries_no_result_so_its_requeue_keeps_the_requests_priority() {
-    assert_eq!(requeued_at(Release::V0_24, Err(Error::retry("oups"))), 10);
+    assert_eq!(
+        requeued_at(Release::V0_24, Err(ReconcileError::retry("oups"))),
+        10
+    );
 }
 
 /// A success leaves nothing queued under either release: `forget`, no add.

@@ -16,7 +16,7 @@ mod runner;
 
 use std::cell::RefCell;
 
-use controlloop::workqueue::queue_core::QueueCore;
+use controlloop::workqueue::QueueCore;
 use cores::queue::{KEYS, QueueOp, Reached, check, decode};
 use proptest::prelude::*;
 
@@ -55,10 +55,12 @@ fn the_core_behaves_like_the_reference_model() {
 
 /// The broken variant is caught by the same check: without a processing set, a held key is
 /// handed out again.
+#[cfg(feature = "broken")]
 #[test]
 fn the_model_check_catches_the_queue_without_a_processing_set() {
+    use controlloop::workqueue::broken::QueueCoreWithoutProcessingSet;
     let (message, minimal) = runner::finds("queue_core broken", 512, ops(), |ops| {
-        check(&ops, QueueCore::without_processing_set()).map(drop)
+        check(&ops, QueueCoreWithoutProcessingSet::new()).map(drop)
     });
     // The first step that shows it: a get that leaves nothing processing, or a stray done
     // that the broken queue cannot tell from a real one.

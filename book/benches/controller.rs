@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use controlloop::controller::{Context, Controller, Request, Result as Res};
+use controlloop::controller::{Context, Controller, ReconcileResult as Res, Request};
 use controlloop_book::lab::rig::{self, Backend, Fixture, value_of};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -2,7 +2,7 @@
 //! modes an informer runs them), and one Replace of 10,000 objects (a relist).
 use std::{hint::black_box, sync::Arc};
 
-use controlloop::cache::{Queue, Store};
+use controlloop::cache::Store;
 use controlloop::features::FeatureGates;
 use controlloop_book::lab::fifo::{cm, informer_fifo};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};

@@ -13,7 +13,7 @@
 use std::{hint::black_box, sync::Arc, time::Duration};
 
 use controlloop::apiserver::{ApiServer, Cluster};
-use controlloop::cache::shared_informer::{InformerOptions, SharedIndexInformer};
+use controlloop::cache::{InformerOptions, SharedIndexInformer};
 use controlloop::resources::{Widget, WidgetSpec};
 use criterion::{Criterion, criterion_group, criterion_main};
 use kube::api::{Api, PostParams};

@@ -18,7 +18,7 @@ use std::{
 };
 
 use controlloop::apiserver::{ApiServer, Cluster, ServerOptions};
-use controlloop::cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer};
+use controlloop::cache::{HandlerFuncs, InformerOptions, SharedIndexInformer};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};

@@ -42,12 +42,10 @@ use std::{
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     cache::{
-        Store,
-        lister_watcher::{self as lw, ListerWatcher},
-        reflector::{Reflector, ReflectorOptions, ReflectorStore, Step, StoreError},
-        shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+        self as lw, HandlerFuncs, InformerOptions, ListerWatcher, Reflector, ReflectorOptions,
+        ReflectorStep, ReflectorStore, ReflectorStoreError, SharedIndexInformer, Store,
     },
-    controller::{Context, Controller, Request, Result as Res},
+    controller::{Context, Controller, ReconcileResult as Res, Request},
 };
 use controlloop_book::lab::rig::{self, value_of};
 use criterion::{Criterion, Throughput, criterion_group};
@@ -114,32 +112,32 @@ struct Counting {
 }
 
 impl ReflectorStore<ConfigMap> for Counting {
-    fn add(&self, obj: ConfigMap) -> Result<(), StoreError> {
+    fn add(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .add(Arc::new(obj))
-            .map_err(|e| StoreError(e.to_string()))?;
+            .map_err(|e| ReflectorStoreError(e.to_string()))?;
         self.applied.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
-    fn update(&self, obj: ConfigMap) -> Result<(), StoreError> {
+    fn update(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .update(Arc::new(obj))
-            .map_err(|e| StoreError(e.to_string()))?;
+            .map_err(|e| ReflectorStoreError(e.to_string()))?;
         self.applied.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
-    fn delete(&self, obj: ConfigMap) -> Result<(), StoreError> {
+    fn delete(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .delete(&obj)
-            .map_err(|e| StoreError(e.to_string()))
+            .map_err(|e| ReflectorStoreError(e.to_string()))
     }
-    fn replace(&self, list: Vec<ConfigMap>, rv: String) -> Result<(), StoreError> {
+    fn replace(&self, list: Vec<ConfigMap>, rv: String) -> Result<(), ReflectorStoreError> {
         let list = list.into_iter().map(Arc::new).collect();
         self.store
             .replace(list, &rv)
-            .map_err(|e| StoreError(e.to_string()))
+            .map_err(|e| ReflectorStoreError(e.to_string()))
     }
-    fn resync(&self) -> Result<(), StoreError> {
+    fn resync(&self) -> Result<(), ReflectorStoreError> {
         Ok(())
     }
 }
@@ -218,7 +216,7 @@ async fn drain_once(cluster: &Cluster, drainer: Drainer, watchers: usize) -> Dur
                     };
                     let applied = store.applied.clone();
                     let mut r = Reflector::new(api, store, ReflectorOptions::default());
-                    while !matches!(r.step().await, Step::Listed { .. }) {}
+                    while !matches!(r.step().await, ReflectorStep::Listed { .. }) {}
                     applied.store(0, Ordering::SeqCst);
                     mark_listed();
                     gate.wait_for(|open| *open).await.unwrap();

@@ -6,7 +6,7 @@
 #[path = "../../tests/cores_support/mod.rs"]
 mod cores;
 
-use controlloop::workqueue::queue_core::QueueCore;
+use controlloop::workqueue::QueueCore;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let ops = cores::queue::decode(data);

@@ -37,7 +37,11 @@ use std::{
 
 use parking_lot::MutexGuard;
 
-use super::fifo::{FifoError, PopError, Queue, Shell, key_of_object, tombstone};
+use super::fifo::{
+    Fifo, FifoError, PopError, Shell, key_of_object,
+    sealed::{FifoShell, PopCore},
+    tombstone,
+};
 use super::{
     Delta, DeltaObject, DeltaType, Deltas, KeyError, KeyFunc, KeyListerGetter, Object,
     meta_namespace_key_func,
@@ -69,7 +73,7 @@ impl<K> Default for DeltaFifoOptions<K> {
     }
 }
 
-pub(crate) struct Core<K> {
+pub struct Core<K> {
     items: HashMap<String, Vec<Delta<K>>>,
     queue: VecDeque<String>,
     populated: bool,
@@ -321,27 +325,9 @@ impl<K: Object> DeltaFifo<K> {
     pub fn queued_keys(&self) -> Vec<String> {
         self.shell.read(|c| c.queue.iter().cloned().collect())
     }
-
-    fn attempt<E, F>(
-        process: &mut Option<F>,
-        core: &mut MutexGuard<'_, Core<K>>,
-    ) -> Option<Result<Deltas<K>, PopError<E>>>
-    where
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
-    {
-        if let Some((deltas, initial)) = core.take_next() {
-            let process = process.take().expect("a Pop processes at most one item");
-            // Under the FIFO lock, as upstream: producers wait for the handler.
-            return Some(match process(&deltas, initial) {
-                Ok(()) => Ok(deltas),
-                Err(e) => Err(PopError::Process(e)),
-            });
-        }
-        core.closed.then_some(Err(PopError::Closed))
-    }
 }
 
-impl<K: Object> Queue<K> for DeltaFifo<K> {
+impl<K: Object> Fifo<K> for DeltaFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         self.shell.with(|c| c.producer(DeltaType::Added, obj))
     }
@@ -367,49 +353,48 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
         self.shell.with(|c| c.resync())
     }
 
-    async fn pop<E, F>(&self, process: F) -> Result<Deltas<K>, PopError<E>>
-    where
-        E: Send,
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
-    {
-        let mut process = Some(process);
-        self.shell
-            .wait_until(|core| Self::attempt(&mut process, core))
-            .await
-    }
-
-    fn try_pop<E, F>(&self, process: F) -> Option<Result<Deltas<K>, PopError<E>>>
-    where
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
-    {
-        let mut process = Some(process);
-        self.shell
-            .try_once(|core| Self::attempt(&mut process, core))
-    }
-
-    fn close(&self) {
-        self.shell.with(|c| c.closed = true);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.shell.read(|c| c.closed)
-    }
-
-    fn has_synced(&self) -> bool {
-        self.shell.read(|c| c.synced)
-    }
-
-    async fn wait_synced(&self) {
-        self.shell.wait_until(|c| c.synced.then_some(())).await
-    }
-
     /// The number of queued keys.
     fn len(&self) -> usize {
         self.shell.read(|c| c.queue.len())
     }
+}
 
-    fn name(&self) -> &str {
+impl<K: Object> FifoShell<K> for DeltaFifo<K> {
+    type Core = Core<K>;
+    fn shell(&self) -> &Shell<Core<K>> {
+        &self.shell
+    }
+    fn fifo_name(&self) -> &str {
         &self.name
+    }
+}
+
+impl<K: Object> PopCore<K> for Core<K> {
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
+    fn close(&mut self) {
+        self.closed = true;
+    }
+    fn has_synced(&self) -> bool {
+        self.synced
+    }
+    fn attempt<E, F>(
+        core: &mut MutexGuard<'_, Self>,
+        process: &mut Option<F>,
+    ) -> Option<Result<Deltas<K>, PopError<E>>>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        if let Some((deltas, initial)) = core.take_next() {
+            let process = process.take().expect("a Pop processes at most one item");
+            // Under the FIFO lock, as upstream: producers wait for the handler.
+            return Some(match process(&deltas, initial) {
+                Ok(()) => Ok(deltas),
+                Err(e) => Err(PopError::Process(e)),
+            });
+        }
+        core.closed.then_some(Err(PopError::Closed))
     }
 }
 

@@ -29,7 +29,7 @@ use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use kube::api::{Api, ListParams, VersionMatch, WatchParams};
 use serde::de::DeserializeOwned;
 
-pub mod scripted;
+pub(crate) mod scripted;
 
 /// What a list call asks for (client-go's `metav1.ListOptions`, the fields a reflector sets).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,6 +52,17 @@ pub struct ListPage<K> {
     pub resource_version: String,
     /// Set when more pages follow.
     pub continue_token: Option<String>,
+}
+
+impl<K> ListPage<K> {
+    /// A page of `items` read at resourceVersion `rv`, with no continuation.
+    pub fn new(rv: &str, items: Vec<K>) -> Self {
+        ListPage {
+            items,
+            resource_version: rv.into(),
+            continue_token: None,
+        }
+    }
 }
 
 /// What a watch call asks for.

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use controlloop::cache::{Queue, select_fifo, Store};
+//! use controlloop::cache::{select_fifo, Store};
 //! use controlloop::features::FeatureGates;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
@@ -34,26 +34,43 @@
 //! `cache` knows nothing of controllers, and reaches a cluster only through the reflector's
 //! `ListerWatcher`. It consults [`crate::features`] for the FIFO choice.
 
+#[cfg(feature = "broken")]
+pub mod broken;
 mod delta;
 mod delta_fifo;
 mod fifo;
+mod informer_fifo;
+mod lister_watcher;
 mod real_fifo;
+mod reflector;
+mod shared_informer;
 mod store;
-
-pub mod lister_watcher;
-pub mod reflector;
-pub mod shared_informer;
 
 pub use delta::{
     BookmarkInfo, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, ReplacedAllInfo,
 };
 pub use delta_fifo::{DeltaFifo, DeltaFifoOptions, ERR_ZERO_LENGTH_DELTAS};
-pub use fifo::{
-    ERR_FIFO_CLOSED, FifoChoice, FifoError, FifoKind, InformerFifo, PopError, Queue, select_fifo,
+pub use fifo::{ERR_FIFO_CLOSED, Fifo, FifoError, PopError};
+pub use informer_fifo::{FifoChoice, FifoKind, InformerFifo, select_fifo};
+pub use lister_watcher::{
+    INITIAL_EVENTS_END_ANNOTATION, ListOptions, ListPage, ListerWatcher, LwError, WatchEvent,
+    WatchOptions, WatchStream,
+    scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch},
 };
 pub use real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions, RealFifoOptionsError};
+pub use reflector::{
+    Backoff, BackoffConfig, DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, RecordingStore, Reflector,
+    ReflectorOptions, ReflectorPhase, ReflectorStep, ReflectorStore, ReflectorStoreError,
+    StoreCall, VERY_SHORT_WATCH,
+};
+pub(crate) use shared_informer::panic_message;
+pub use shared_informer::{
+    DeletedObject, HandlerFuncs, HandlerPanic, HandlerRegistration, InformerError, InformerOptions,
+    MINIMUM_RESYNC_PERIOD, ResourceEventHandler, SLEEP_AFTER_HANDLER_PANIC, SharedIndexInformer,
+    determine_resync_period,
+};
 pub use store::{
-    IndexFunc, KeyError, KeyFunc, KeyListerGetter, LookupError, NAMESPACE_INDEX, Store, StoreError,
+    IndexError, IndexFunc, KeyError, KeyFunc, KeyListerGetter, LookupError, NAMESPACE_INDEX, Store,
     StoreWrite, meta_namespace_key, meta_namespace_key_func, namespace_index_func,
 };
 

@@ -35,7 +35,11 @@ use std::{
 
 use parking_lot::MutexGuard;
 
-use super::fifo::{FifoError, PopError, Queue, Shell, key_of_object, tombstone};
+use super::fifo::{
+    Fifo, FifoError, PopError, Shell, key_of_object,
+    sealed::{FifoShell, PopCore},
+    tombstone,
+};
 use super::{
     BookmarkInfo, Delta, DeltaObject, DeltaType, Deltas, KeyFunc, KeyListerGetter, Object,
     ReplacedAllInfo, meta_namespace_key_func,
@@ -96,7 +100,7 @@ pub enum RealFifoOptionsError {
     ZeroBatchSize,
 }
 
-pub(crate) struct Core<K> {
+pub struct Core<K> {
     items: VecDeque<Delta<K>>,
     populated: bool,
     initial_population_count: usize,
@@ -393,24 +397,6 @@ impl<K: Object> RealFifo<K> {
         self.shell.read(|c| key_of_object(&c.key_fn, obj))
     }
 
-    fn attempt<E, F>(
-        process: &mut Option<F>,
-        core: &mut MutexGuard<'_, Core<K>>,
-    ) -> Option<Result<Deltas<K>, PopError<E>>>
-    where
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
-    {
-        let Some(delta) = core.items.pop_front() else {
-            return core.closed.then_some(Err(PopError::Closed));
-        };
-        let is_in_initial_list = !core.synced;
-        let deltas = Deltas(vec![delta]);
-        let process = process.take().expect("a Pop processes at most one item");
-        let r = processing(core, || process(&deltas, is_in_initial_list));
-        core.finish(1);
-        Some(r.map(|()| deltas).map_err(PopError::Process))
-    }
-
     #[allow(clippy::type_complexity)]
     fn attempt_batch<E, FB, FS>(
         fs: &mut Option<(FB, FS)>,
@@ -474,7 +460,7 @@ impl<K: Object> RealFifo<K> {
     }
 }
 
-impl<K: Object> Queue<K> for RealFifo<K> {
+impl<K: Object> Fifo<K> for RealFifo<K> {
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         self.shell.with(|c| c.producer(DeltaType::Added, obj))
     }
@@ -503,49 +489,48 @@ impl<K: Object> Queue<K> for RealFifo<K> {
         Ok(())
     }
 
-    async fn pop<E, F>(&self, process: F) -> Result<Deltas<K>, PopError<E>>
-    where
-        E: Send,
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
-    {
-        let mut process = Some(process);
-        self.shell
-            .wait_until(|core| Self::attempt(&mut process, core))
-            .await
-    }
-
-    fn try_pop<E, F>(&self, process: F) -> Option<Result<Deltas<K>, PopError<E>>>
-    where
-        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
-    {
-        let mut process = Some(process);
-        self.shell
-            .try_once(|core| Self::attempt(&mut process, core))
-    }
-
-    fn close(&self) {
-        self.shell.with(|c| c.closed = true);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.shell.read(|c| c.closed)
-    }
-
-    fn has_synced(&self) -> bool {
-        self.shell.read(|c| c.synced)
-    }
-
-    async fn wait_synced(&self) {
-        self.shell.wait_until(|c| c.synced.then_some(())).await
-    }
-
     /// The number of queued deltas (not keys).
     fn len(&self) -> usize {
         self.shell.read(|c| c.items.len())
     }
+}
 
-    fn name(&self) -> &str {
+impl<K: Object> FifoShell<K> for RealFifo<K> {
+    type Core = Core<K>;
+    fn shell(&self) -> &Shell<Core<K>> {
+        &self.shell
+    }
+    fn fifo_name(&self) -> &str {
         &self.name
+    }
+}
+
+impl<K: Object> PopCore<K> for Core<K> {
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
+    fn close(&mut self) {
+        self.closed = true;
+    }
+    fn has_synced(&self) -> bool {
+        self.synced
+    }
+    fn attempt<E, F>(
+        core: &mut MutexGuard<'_, Self>,
+        process: &mut Option<F>,
+    ) -> Option<Result<Deltas<K>, PopError<E>>>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        let Some(delta) = core.items.pop_front() else {
+            return core.closed.then_some(Err(PopError::Closed));
+        };
+        let is_in_initial_list = !core.synced;
+        let deltas = Deltas(vec![delta]);
+        let process = process.take().expect("a Pop processes at most one item");
+        let r = processing(core, || process(&deltas, is_in_initial_list));
+        core.finish(1);
+        Some(r.map(|()| deltas).map_err(PopError::Process))
     }
 }
 

@@ -101,7 +101,7 @@ pub trait KeyListerGetter<K>: Send + Sync {
 
 /// Errors from the store's index operations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
+pub enum IndexError {
     /// `by_index` or `index_keys` named an index that was never added.
     #[error("Index with name {0} does not exist")]
     NoSuchIndex(String),
@@ -350,6 +350,18 @@ impl<K: Object> Store<K> {
             .collect()
     }
 
+    /// One write, as [`Store::update`], [`Store::delete`] or [`Store::delete_by_key`].
+    pub fn apply(&self, write: StoreWrite<K>) -> Result<(), KeyError> {
+        match write {
+            StoreWrite::Update(o) => self.update(o),
+            StoreWrite::Delete(o) => self.delete(&o),
+            StoreWrite::DeleteKey(k) => {
+                self.delete_by_key(&k);
+                Ok(())
+            }
+        }
+    }
+
     /// Upstream's `Resync` on a plain store does nothing.
     pub fn resync(&self) {}
 
@@ -368,10 +380,10 @@ impl<K: Object> Store<K> {
     }
 
     /// The objects filed under `value` in the index `index_name`, in key order.
-    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
         let inner = self.inner.read();
         if !inner.indexers.contains_key(index_name) {
-            return Err(StoreError::NoSuchIndex(index_name.to_owned()));
+            return Err(IndexError::NoSuchIndex(index_name.to_owned()));
         }
         Ok(inner
             .indices
@@ -382,10 +394,10 @@ impl<K: Object> Store<K> {
     }
 
     /// The keys filed under `value` in the index `index_name`, in order.
-    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<String>, StoreError> {
+    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<String>, IndexError> {
         let inner = self.inner.read();
         if !inner.indexers.contains_key(index_name) {
-            return Err(StoreError::NoSuchIndex(index_name.to_owned()));
+            return Err(IndexError::NoSuchIndex(index_name.to_owned()));
         }
         Ok(inner
             .indices
@@ -412,7 +424,7 @@ impl<K: Object> Store<K> {
     pub fn add_indexers(
         &self,
         indexers: impl IntoIterator<Item = (String, IndexFunc<K>)>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), IndexError> {
         let new: Vec<(String, IndexFunc<K>)> = indexers.into_iter().collect();
         let mut inner = self.inner.write();
         let clash: Vec<String> = new
@@ -421,7 +433,7 @@ impl<K: Object> Store<K> {
             .map(|(n, _)| n.clone())
             .collect();
         if !clash.is_empty() {
-            return Err(StoreError::IndexerConflict(clash));
+            return Err(IndexError::IndexerConflict(clash));
         }
         for (name, f) in new {
             let mut idx: HashMap<String, BTreeSet<String>> = HashMap::new();
@@ -536,7 +548,7 @@ mod tests {
                 (NAMESPACE_INDEX.to_owned(), namespace_index_func()),
             ])
             .unwrap_err();
-        assert_eq!(err, StoreError::IndexerConflict(vec!["namespace".into()]));
+        assert_eq!(err, IndexError::IndexerConflict(vec!["namespace".into()]));
         assert!(s.index_keys("team", "red").is_err(), "nothing was added");
     }
 

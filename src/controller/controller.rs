@@ -55,7 +55,7 @@
 //! - No reconcile IDs, loggers, leader election, warm-up or reconcile-time histogram.
 //! - Only one source (the informer of the reconciled kind); upstream allows many.
 //!
-//! [`HandlerPanic::Crash`]: crate::cache::shared_informer::HandlerPanic::Crash
+//! [`HandlerPanic::Crash`]: crate::cache::HandlerPanic::Crash
 
 use std::{
     future::Future,
@@ -76,28 +76,23 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Error, Request, Result as ReconcileResult,
+    Outcome, ReconcileError, Request,
     context::Context,
     handler::{EnqueueRequestForObject, EventHandler},
     metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel},
     predicate::Predicate,
-    priorityqueue::{AddOpts, ControllerQueue, Priority, Provider},
+    priorityqueue::{AddOpts, Priority, Provider},
     queue::RequestQueue,
     release::{Release, SyncGate},
     source::Source,
 };
 use crate::{
     cache::{
-        Object, Store,
-        lister_watcher::ListerWatcher,
-        shared_informer::{HandlerRegistration, SharedIndexInformer, panic_message},
+        HandlerRegistration, ListerWatcher, Object, SharedIndexInformer, Store, panic_message,
     },
     features::klog,
     workqueue::{Claim, RateLimiter},
 };
-
-/// What a reconcile returns.
-pub type Outcome = std::result::Result<ReconcileResult, Error>;
 
 /// One queue call the controller makes for a result, in the order it makes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -190,7 +185,7 @@ pub enum ControllerError {
     #[error("controller was started more than once")]
     AlreadyStarted,
     /// An event handler of the controller's informer panicked under
-    /// [`HandlerPanic::Crash`](crate::cache::shared_informer::HandlerPanic::Crash): the
+    /// [`HandlerPanic::Crash`](crate::cache::HandlerPanic::Crash): the
     /// informer stopped, so the controller did too (upstream: the process crashed).
     #[error("the informer crashed: an event handler panicked: {0}")]
     InformerCrashed(String),
@@ -233,7 +228,7 @@ impl<K: Object + Clone> Builder<K> {
         self.max_concurrent_reconciles = n.max(1);
         self
     }
-    /// Whether a panicking reconciler becomes an [`Error::Panic`] (default true) or takes the
+    /// Whether a panicking reconciler becomes an [`ReconcileError::Panic`] (default true) or takes the
     /// worker down with it (the key is still released, I1). Counted either way.
     pub fn recover_panic(mut self, on: bool) -> Self {
         self.recover_panic = on;
@@ -574,7 +569,7 @@ impl<K: Object + Clone> Inner<K> {
     }
 
     /// upstream `Controller.Reconcile`: runs the reconciler under its deadline, counts every
-    /// panic, and turns one into [`Error::Panic`] when `recover_panic` is on; otherwise hands
+    /// panic, and turns one into [`ReconcileError::Panic`] when `recover_panic` is on; otherwise hands
     /// it back to be resumed. The deadline only cancels the context: the reconciler's return
     /// value still decides.
     async fn reconcile(
@@ -619,7 +614,7 @@ impl<K: Object + Clone> Inner<K> {
                         None,
                         &[("panic", message.as_str().into())],
                     );
-                    Ok(Err(Error::Panic(message)))
+                    Ok(Err(ReconcileError::Panic(message)))
                 } else {
                     tracing::info!("Observed a panic in reconciler: {message}");
                     Err(panic)
@@ -633,6 +628,7 @@ impl<K: Object + Clone> Inner<K> {
 mod tests {
     //! The result table of `reconcileHandler`, as a pure function.
     use super::*;
+    use crate::controller::ReconcileResult;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -666,16 +662,20 @@ mod tests {
                 vec![Forget, AddAfter(ms(7))],
             ),
             (
-                Err(Error::retry("x")),
+                Err(ReconcileError::retry("x")),
                 ResultLabel::Error,
                 vec![AddRateLimited],
             ),
             (
-                Err(Error::Panic("p".into())),
+                Err(ReconcileError::Panic("p".into())),
                 ResultLabel::Error,
                 vec![AddRateLimited],
             ),
-            (Err(Error::terminal("x")), ResultLabel::Error, vec![]),
+            (
+                Err(ReconcileError::terminal("x")),
+                ResultLabel::Error,
+                vec![],
+            ),
         ];
         for (outcome, label, actions) in cases {
             assert_eq!(decide(&outcome), (label, actions), "for {outcome:?}");

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::controller::Outcome;
+use super::reconcile::Outcome;
 
 /// The `result` label of upstream's `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -130,14 +130,17 @@ impl ControllerMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::Error;
+    use crate::controller::ReconcileError;
 
     #[test]
     fn a_recovered_panic_is_an_error_result_and_the_panic_is_counted_apart() {
         let m = ControllerMetrics::default();
         m.panicked();
-        m.record(ResultLabel::Error, &Err(Error::Panic("boom".into())));
-        m.record(ResultLabel::Error, &Err(Error::terminal("bad")));
+        m.record(
+            ResultLabel::Error,
+            &Err(ReconcileError::Panic("boom".into())),
+        );
+        m.record(ResultLabel::Error, &Err(ReconcileError::terminal("bad")));
         let s = m.snapshot();
         assert_eq!((s.panics, s.errors, s.terminal_errors), (1, 2, 1));
         assert_eq!(s.reconciles(), 2);

@@ -14,24 +14,24 @@
 //! it is a [`Context`]: the cache, and a cancellation signal for shutdown and
 //! `reconciliation_timeout`.
 
-pub mod context;
+mod context;
 #[allow(clippy::module_inception)] // upstream's layout: pkg/internal/controller/controller.go
-pub mod controller;
-pub mod event;
-pub mod handler;
-pub mod metrics;
+mod controller;
+mod event;
+mod handler;
+mod metrics;
 pub mod predicate;
 pub mod priorityqueue;
-pub mod queue;
-pub mod reconcile;
-pub mod release;
+mod queue;
+mod reconcile;
+mod release;
 mod source;
 
 pub use context::{Context, ContextError};
-pub use controller::{Action, Builder, Controller, ControllerError, Outcome, Reconciler, decide};
+pub use controller::{Action, Builder, Controller, ControllerError, Reconciler, decide};
 pub use event::Event;
-pub use handler::LOW_PRIORITY;
+pub use handler::{EnqueueRequestForObject, EventHandler, LOW_PRIORITY, priority_when_unchanged};
 pub use metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel};
 pub use queue::RequestQueue;
-pub use reconcile::{Error, Request, Result};
+pub use reconcile::{Outcome, ReconcileError, ReconcileResult, Request};
 pub use release::{QueueKind, Release, SyncGate};

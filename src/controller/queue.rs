@@ -12,9 +12,21 @@
 //!                                                      RequestQueue::RateLimiting(RateLimitingQueue)
 //! ```
 //!
-//! Every call the controller and its source make goes through [`ControllerQueue`], so the
-//! worker loop is one loop for both; experiments may reach either queue itself
-//! ([`RequestQueue::as_priority`], [`RequestQueue::as_rate_limiting`]).
+//! Every call the controller and its source make goes through [`RequestQueue`]'s methods, so
+//! the worker loop is one loop for both. For the rate-limiting queue they do what upstream's
+//! `priorityQueueWrapper` does:
+//!
+//! | call | [`PriorityQueue`] | [`RateLimitingQueue`] (upstream's wrapper) |
+//! |---|---|---|
+//! | `add_with_opts` | as documented there | `rate_limited` → `add_rate_limited`; else `after > 0` → `add_after`; else `add`. The priority is dropped |
+//! | `get_with_priority` | the key and its priority | the key and priority 0 |
+//! | `done` (a [`Claim`]'s drop) | unlocks | `done` |
+//! | `forget`, `num_requeues` | the limiter | the limiter |
+//! | `shut_down` | no drain | getters drain what is queued first |
+//! | `len` | ready keys, held ones included | queued keys |
+//!
+//! Experiments may reach either queue itself ([`RequestQueue::as_priority`],
+//! [`RequestQueue::as_rate_limiting`]).
 //!
 //! # Invariants
 //!
@@ -30,14 +42,16 @@
 //!   controller (the source needs it to register its handler).
 //! - Upstream's interface is open (any `NewQueue`); here it is one of the two queues.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use super::{
     Request,
-    priorityqueue::{AddOpts, ControllerQueue, Opts, Priority, PriorityQueue, Provider},
+    priorityqueue::{AddOpts, Opts, Priority, PriorityQueue, Provider},
     release::{QueueKind, Release},
 };
-use crate::workqueue::{self, Claim, MetricsProvider, QueueConfig, RateLimiter, RateLimitingQueue};
+use crate::workqueue::{
+    BuildError, Claim, ClaimQueue, MetricsProvider, QueueConfig, RateLimiter, RateLimitingQueue,
+};
 
 /// A controller's queue of [`Request`]s: either kind, with one interface.
 #[derive(Debug, Clone)]
@@ -57,7 +71,7 @@ impl RequestQueue {
         name: &str,
         limiter: Box<dyn RateLimiter<Request>>,
         provider: Option<Provider>,
-    ) -> Result<Self, workqueue::Error> {
+    ) -> Result<Self, BuildError> {
         Ok(match kind {
             QueueKind::RateLimiting => {
                 let config = QueueConfig {
@@ -81,7 +95,7 @@ impl RequestQueue {
 
     /// The queue a controller of `release` builds when nothing is configured: its default
     /// kind and limiter, no metrics. Needs a tokio runtime.
-    pub fn for_release(release: Release) -> Result<Self, workqueue::Error> {
+    pub fn for_release(release: Release) -> Result<Self, BuildError> {
         Self::new(
             release.queue_kind(),
             "",
@@ -118,7 +132,17 @@ impl RequestQueue {
     /// the rest to `add_rate_limited`, `add_after` or `add` (upstream's wrapper).
     pub fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = Request>) {
         match self {
-            RequestQueue::RateLimiting(q) => ControllerQueue::add_with_opts(q, opts, items),
+            RequestQueue::RateLimiting(q) => {
+                for item in items {
+                    if opts.rate_limited {
+                        q.add_rate_limited(item);
+                    } else if !opts.after.is_zero() {
+                        q.add_after(item, opts.after);
+                    } else {
+                        q.add(item);
+                    }
+                }
+            }
             RequestQueue::Priority(q) => q.add_with_opts(opts, items),
         }
     }
@@ -126,24 +150,33 @@ impl RequestQueue {
     /// Waits for a key and hands it out with its priority (always 0 from the rate-limiting
     /// queue); `None` once shut down — at once for the priority queue, once drained for the
     /// rate-limiting queue. Every `Some` must be followed by `done`, which a
-    /// [`ControllerQueue::claim_with_priority`] claim does when dropped.
+    /// [`claim_with_priority`](Self::claim_with_priority) claim does when dropped.
     pub async fn get_with_priority(&self) -> Option<(Request, Priority)> {
         match self {
-            RequestQueue::RateLimiting(q) => ControllerQueue::get_with_priority(q).await,
+            RequestQueue::RateLimiting(q) => q.get().await.map(|key| (key, 0)),
             RequestQueue::Priority(q) => q.get_with_priority().await,
         }
+    }
+
+    /// [`get_with_priority`](Self::get_with_priority), as a [`Claim`] that calls `done` when
+    /// dropped, and the priority.
+    pub async fn claim_with_priority(&self) -> Option<(Claim<Request, RequestQueue>, Priority)> {
+        let (key, priority) = self.get_with_priority().await?;
+        Some((Claim::new(self.clone(), key), priority))
     }
 
     /// [`get_with_priority`](Self::get_with_priority) without the priority, as a [`Claim`]
     /// that calls `done` when dropped.
     pub async fn claim(&self) -> Option<Claim<Request, RequestQueue>> {
-        let (key, _) = self.get_with_priority().await?;
-        Some(Claim::new(self.clone(), key))
+        Some(self.claim_with_priority().await?.0)
     }
 
     /// Returns a key from a worker.
     pub fn done(&self, request: &Request) {
-        workqueue::Release::release(self, request);
+        match self {
+            RequestQueue::RateLimiting(q) => q.done(request),
+            RequestQueue::Priority(q) => q.done(request),
+        }
     }
 
     /// Clears `request`'s backoff history (it does not release a held key).
@@ -234,33 +267,9 @@ impl RequestQueue {
     }
 }
 
-impl workqueue::Release<Request> for RequestQueue {
+impl ClaimQueue<Request> for RequestQueue {
     fn release(&self, item: &Request) {
-        match self {
-            RequestQueue::RateLimiting(q) => q.release(item),
-            RequestQueue::Priority(q) => q.release(item),
-        }
-    }
-}
-
-impl ControllerQueue<Request> for RequestQueue {
-    fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = Request>) {
-        RequestQueue::add_with_opts(self, opts, items);
-    }
-    fn get_with_priority(&self) -> impl Future<Output = Option<(Request, Priority)>> + Send {
-        RequestQueue::get_with_priority(self)
-    }
-    fn forget(&self, item: &Request) {
-        RequestQueue::forget(self, item);
-    }
-    fn num_requeues(&self, item: &Request) -> usize {
-        RequestQueue::num_requeues(self, item)
-    }
-    fn shut_down(&self) {
-        RequestQueue::shut_down(self);
-    }
-    fn len(&self) -> usize {
-        RequestQueue::len(self)
+        self.done(item);
     }
 }
 

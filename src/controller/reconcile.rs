@@ -9,7 +9,7 @@
 //! the whole difference between a level-triggered and an edge-triggered controller.
 //!
 //! # Differences from upstream
-//! - An error carries no [`Result`] (a reconcile returns one or the other), so a `priority`
+//! - An error carries no [`ReconcileResult`] (a reconcile returns one or the other), so a `priority`
 //!   cannot come with an error: an error's requeue keeps the request's priority, where
 //!   upstream's v0.24 would take a `Result.Priority` returned beside the error
 //!   ([`Release::requeue_priority`](super::Release::requeue_priority)).
@@ -62,14 +62,14 @@ impl fmt::Display for Request {
 ///
 /// | result | what the controller does (v0.22 and v0.24) |
 /// |---|---|
-/// | `Result::done()` | `forget` the request's failures |
+/// | `ReconcileResult::done()` | `forget` the request's failures |
 /// | `requeue_after > 0` | `forget`, then `add_after(d)`; wins over `requeue` |
 /// | `requeue` | `add_rate_limited`, **without** `forget`, so repeated requeues back off |
 ///
 /// Any requeue is added at the request's priority (what the queue handed it out with), or at
 /// `priority` when set: v0.24 only, and only a priority queue orders by it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Result {
+pub struct ReconcileResult {
     /// Ask for a rate-limited requeue. Deprecated upstream; see the table above.
     pub requeue: bool,
     /// Requeue after this delay, not rate-limited. Zero means no delayed requeue.
@@ -79,31 +79,31 @@ pub struct Result {
     pub priority: Option<Priority>,
 }
 
-impl Result {
+impl ReconcileResult {
     /// Nothing more to do for this object until it changes.
     pub fn done() -> Self {
-        Result::default()
+        ReconcileResult::default()
     }
 
     /// Look at this object again after `d`, whether or not it changes.
     pub fn requeue_after(d: Duration) -> Self {
-        Result {
+        ReconcileResult {
             requeue_after: d,
-            ..Result::default()
+            ..ReconcileResult::default()
         }
     }
 
     /// Requeue through the rate limiter (exponential backoff).
     pub fn requeue() -> Self {
-        Result {
+        ReconcileResult {
             requeue: true,
-            ..Result::default()
+            ..ReconcileResult::default()
         }
     }
 
     /// The same result, asking that its requeue be added at `priority`.
     pub fn with_priority(self, priority: Priority) -> Self {
-        Result {
+        ReconcileResult {
             priority: Some(priority),
             ..self
         }
@@ -111,16 +111,19 @@ impl Result {
 
     /// True when the result asks for nothing (upstream's `IsZero`).
     pub fn is_zero(&self) -> bool {
-        *self == Result::default()
+        *self == ReconcileResult::default()
     }
 }
+
+/// What a reconcile returns: a result, or an error.
+pub type Outcome = std::result::Result<ReconcileResult, ReconcileError>;
 
 /// A failed reconcile.
 ///
 /// An ordinary error is retried through the rate limiter. A terminal error is never retried,
 /// and (as upstream) does not reset the backoff either: only a later success does.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub enum ReconcileError {
     /// Retried with exponential backoff.
     #[error("{0}")]
     Retry(String),
@@ -132,21 +135,21 @@ pub enum Error {
     Panic(String),
 }
 
-impl Error {
+impl ReconcileError {
     /// An error to be retried with backoff.
     pub fn retry(msg: impl fmt::Display) -> Self {
-        Error::Retry(msg.to_string())
+        ReconcileError::Retry(msg.to_string())
     }
 
     /// An error that must not be retried.
     pub fn terminal(msg: impl fmt::Display) -> Self {
-        Error::Terminal(msg.to_string())
+        ReconcileError::Terminal(msg.to_string())
     }
 
     /// Whether the controller must leave this request alone (upstream's
     /// `errors.Is(err, TerminalError(nil))`).
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Error::Terminal(_))
+        matches!(self, ReconcileError::Terminal(_))
     }
 }
 
@@ -162,11 +165,11 @@ mod tests {
 
     #[test]
     fn only_the_empty_result_is_zero() {
-        assert!(Result::done().is_zero());
-        assert!(!Result::requeue().is_zero());
-        assert!(!Result::requeue_after(Duration::from_millis(1)).is_zero());
+        assert!(ReconcileResult::done().is_zero());
+        assert!(!ReconcileResult::requeue().is_zero());
+        assert!(!ReconcileResult::requeue_after(Duration::from_millis(1)).is_zero());
         assert!(
-            !Result::done().with_priority(0).is_zero(),
+            !ReconcileResult::done().with_priority(0).is_zero(),
             "upstream: a set pointer"
         );
     }
@@ -174,13 +177,16 @@ mod tests {
     #[test]
     fn errors_print_as_upstream_does() {
         assert_eq!(
-            Error::terminal("bad spec").to_string(),
+            ReconcileError::terminal("bad spec").to_string(),
             "terminal error: bad spec"
         );
         assert_eq!(
-            Error::Panic("boom".into()).to_string(),
+            ReconcileError::Panic("boom".into()).to_string(),
             "panic: boom [recovered]"
         );
-        assert!(Error::terminal("x").is_terminal() && !Error::retry("x").is_terminal());
+        assert!(
+            ReconcileError::terminal("x").is_terminal()
+                && !ReconcileError::retry("x").is_terminal()
+        );
     }
 }

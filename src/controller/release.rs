@@ -267,7 +267,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::controller::{Error, Result as ReconcileResult};
+    use crate::controller::{ReconcileError, ReconcileResult};
 
     /// The first delay `limiter` gives each of `n` fresh keys, asked back to back.
     fn first_failure_delays(limiter: &dyn RateLimiter<String>, n: usize) -> Vec<Duration> {
@@ -315,7 +315,7 @@ mod tests {
     fn a_result_priority_replaces_the_claimed_one_only_under_v0_24() {
         let raised: Outcome = Ok(ReconcileResult::requeue().with_priority(10));
         let plain: Outcome = Ok(ReconcileResult::requeue());
-        let failed: Outcome = Err(Error::retry("x"));
+        let failed: Outcome = Err(ReconcileError::retry("x"));
         let low = -100;
         assert_eq!(Release::V0_24.requeue_priority(&raised, low), 10);
         assert_eq!(Release::V0_22.requeue_priority(&raised, low), low);

@@ -31,10 +31,7 @@ use super::{
     priorityqueue::AddOpts,
     queue::RequestQueue,
 };
-use crate::cache::{
-    Object,
-    shared_informer::{DeletedObject, ResourceEventHandler},
-};
+use crate::cache::{DeletedObject, Object, ResourceEventHandler};
 
 /// The informer handler: callbacks → [`Event`] → predicates → handler → queue (upstream's
 /// `EventHandler` adapter in `pkg/internal/source`).

@@ -13,7 +13,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use super::{EventType, FakeClientset};
-use crate::cache::lister_watcher::{
+use crate::cache::{
     ListOptions, ListPage, ListerWatcher, LwError, WatchEvent, WatchOptions, WatchStream,
 };
 

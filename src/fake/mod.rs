@@ -2,7 +2,7 @@
 //!
 //! The fake is client-side code in client-go (`kubernetes/fake`), so it lives beside the client
 //! side here and shares nothing with the embedded server. An informer reaches it, like any
-//! cluster, only through a [`ListerWatcher`](crate::cache::lister_watcher::ListerWatcher):
+//! cluster, only through a [`ListerWatcher`](crate::cache::ListerWatcher):
 //! [`FakeListerWatcher`] is that adapter.
 //!
 //! Follows `k8s.io/client-go/testing/fixture.go` (the `ObjectTracker` behind
@@ -65,30 +65,11 @@ use tokio::sync::mpsc;
 
 mod lister_watcher;
 
+// The fake's watch events carry apimachinery's `watch.EventType`, as far as the tracker sends
+// it: the same three types the embedded server's watches send.
+use crate::apiserver::EventType;
+
 pub use lister_watcher::FakeListerWatcher;
-
-/// The kind of change a fake watch event reports (apimachinery's `watch.EventType`, as far as
-/// the tracker sends it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// The object was created.
-    Added,
-    /// The object was changed.
-    Modified,
-    /// The object was removed.
-    Deleted,
-}
-
-impl EventType {
-    /// The wire name (`ADDED`, `MODIFIED`, `DELETED`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
 
 /// The watch buffer size: apimachinery's `watch.DefaultChanSize`.
 pub const DEFAULT_CHAN_SIZE: usize = 100;

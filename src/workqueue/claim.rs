@@ -38,12 +38,10 @@
 //! claim skips its `Drop`, and the key stays in the processing set for good (chapter "Forget is
 //! not Done" runs it).
 
-use std::{fmt, hash::Hash, ops::Deref, time::Duration};
+use std::{fmt, ops::Deref};
 
-use super::rate_limiting::RateLimitingQueue;
-
-/// A queue that can take a held item back: what a [`Claim`] calls on release.
-pub trait Release<T> {
+/// What a [`Claim`] needs from the queue it came from: a way to give its key back.
+pub trait ClaimQueue<T> {
     /// Calls the queue's `done` for `item`.
     fn release(&self, item: &T);
 }
@@ -51,13 +49,13 @@ pub trait Release<T> {
 /// A key held by a worker. Derefs to the key; releases it (calls `done`) when dropped or
 /// when [`done`](Claim::done) is called, whichever comes first.
 #[must_use = "dropping a claim releases its key at once"]
-pub struct Claim<T, Q: Release<T>> {
+pub struct Claim<T, Q: ClaimQueue<T>> {
     queue: Q,
     /// `Some` until released (keeps C1).
     item: Option<T>,
 }
 
-impl<T, Q: Release<T>> Claim<T, Q> {
+impl<T, Q: ClaimQueue<T>> Claim<T, Q> {
     pub(crate) fn new(queue: Q, item: T) -> Self {
         Claim {
             queue,
@@ -89,45 +87,21 @@ impl<T, Q: Release<T>> Claim<T, Q> {
     }
 }
 
-impl<T, Q: Release<T>> Drop for Claim<T, Q> {
+impl<T, Q: ClaimQueue<T>> Drop for Claim<T, Q> {
     fn drop(&mut self) {
         self.release_now(); // keeps C1: a no-op after `done`
     }
 }
 
-impl<T, Q: Release<T>> Deref for Claim<T, Q> {
+impl<T, Q: ClaimQueue<T>> Deref for Claim<T, Q> {
     type Target = T;
     fn deref(&self) -> &T {
         self.item()
     }
 }
 
-impl<T: fmt::Debug, Q: Release<T>> fmt::Debug for Claim<T, Q> {
+impl<T: fmt::Debug, Q: ClaimQueue<T>> fmt::Debug for Claim<T, Q> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Claim").field(&self.item).finish()
-    }
-}
-
-/// While holding a key from a [`RateLimitingQueue`], the calls controller-runtime makes before
-/// its deferred `Done`.
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> Claim<T, RateLimitingQueue<T>> {
-    /// Clears the key's failure history (a successful reconcile). The key is still held.
-    pub fn forget(&self) {
-        self.queue.forget(self.item());
-    }
-
-    /// Asks for the key again after the limiter's backoff (a failed reconcile).
-    pub fn add_rate_limited(&self) {
-        self.queue.add_rate_limited(self.item().clone());
-    }
-
-    /// Asks for the key again after `delay` (`RequeueAfter`).
-    pub fn add_after(&self, delay: Duration) {
-        self.queue.add_after(self.item().clone(), delay);
-    }
-
-    /// How many times the key has been rate-limited since its last forget.
-    pub fn num_requeues(&self) -> usize {
-        self.queue.num_requeues(self.item())
     }
 }

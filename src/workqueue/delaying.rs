@@ -46,7 +46,7 @@ use std::{
 use parking_lot::Mutex;
 use tokio::{sync::Notify, time::Instant};
 
-use super::queue::{Error, Queue, QueueConfig};
+use super::queue::{BuildError, Queue, QueueConfig};
 
 /// A [`Queue`] with `add_after`. Derefs to the queue for add, get, done and shutdown.
 pub struct DelayingQueue<T> {
@@ -158,8 +158,8 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> DelayingQueue<T> {
     }
 
     /// A delaying queue over a new [`Queue`] built from `config`.
-    pub fn with_config(config: QueueConfig) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
+    pub fn with_config(config: QueueConfig) -> Result<Self, BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime {
             what: "a delaying queue",
         })?;
         let queue = Queue::with_config(config)?;

@@ -155,7 +155,7 @@ impl<T: Eq + Hash + Clone> QueueMetrics<T> {
 
 /// Everything [`InMemoryMetrics`] recorded for one queue.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct MetricsSnapshot {
+pub struct QueueMetricsSnapshot {
     /// Current depth (the size of the dirty set).
     pub depth: i64,
     /// Adds that entered the dirty set.
@@ -181,10 +181,10 @@ pub struct InMemoryMetrics {
 }
 
 #[derive(Default)]
-struct Record(std::sync::Mutex<MetricsSnapshot>);
+struct Record(std::sync::Mutex<QueueMetricsSnapshot>);
 
 impl Record {
-    fn with(&self, f: impl FnOnce(&mut MetricsSnapshot)) {
+    fn with(&self, f: impl FnOnce(&mut QueueMetricsSnapshot)) {
         f(&mut self.0.lock().expect("metrics record poisoned"));
     }
 }
@@ -196,7 +196,7 @@ impl InMemoryMetrics {
     }
 
     /// What the queue called `name` has recorded, if it exists.
-    pub fn snapshot(&self, name: &str) -> Option<MetricsSnapshot> {
+    pub fn snapshot(&self, name: &str) -> Option<QueueMetricsSnapshot> {
         let queues = self.queues.lock().expect("metrics map poisoned");
         let record = queues.get(name)?;
         Some(record.0.lock().expect("metrics record poisoned").clone())

@@ -36,36 +36,43 @@
 //! # The invariant
 //!
 //! Three structures: the queue (order), `dirty` (needs work) and `processing` (held by a
-//! worker). **Every queued item is dirty and not processing.** The numbered invariants are in
-//! [`queue_core`]; debug builds check them after every mutation of a small queue.
+//! worker). **Every queued item is dirty and not processing.** The numbered invariants are on
+//! [`QueueCore`]; debug builds check them after every mutation of a small queue.
 //!
 //! # Layout
 //!
-//! - [`queue_core`]: the state machine, no locks or time (tested against a model).
+//! - `queue_core.rs` ([`QueueCore`]): the state machine, no locks or time (tested against a
+//!   model).
 //! - `queue.rs`: the async shell around it ([`Queue`]): one lock, waiter wake-ups, shutdown,
 //!   metrics.
 //! - `claim.rs` ([`Claim`]), `delaying.rs` ([`DelayingQueue`]), `rate_limiting.rs`
 //!   ([`RateLimitingQueue`]), `rate_limiter.rs` ([`RateLimiter`] and the limiters), `metrics.rs`
 //!   ([`MetricsProvider`]). Each type is reachable by one path: `controlloop::workqueue::Name`,
 //!   as in client-go's flat `workqueue` package.
-//! - `sync`: the lock facade that lets shuttle model-check the shell.
+//! - `sync`: the lock facade that lets shuttle model-check the shell; `waiters`: the waiting
+//!   getters' protocol, shared with the priority queue.
+//! - `broken` (feature `broken`): deliberately wrong queues, for showing detectors firing.
 
+#[cfg(feature = "broken")]
+pub mod broken;
 mod claim;
 mod delaying;
 mod metrics;
 mod queue;
-pub mod queue_core;
+mod queue_core;
 mod rate_limiter;
 mod rate_limiting;
 pub(crate) mod sync; // also the priority queue's lock (controller::priorityqueue)
+pub(crate) mod waiters; // also the priority queue's getters
 
-pub use claim::{Claim, Release};
+pub use claim::{Claim, ClaimQueue};
 pub use delaying::DelayingQueue;
 pub use metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetrics, MetricsProvider, MetricsSnapshot,
-    SettableGaugeMetric,
+    CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetrics, MetricsProvider,
+    QueueMetricsSnapshot, SettableGaugeMetric,
 };
-pub use queue::{Error, Queue, QueueConfig, UNFINISHED_WORK_UPDATE_PERIOD};
+pub use queue::{BuildError, Queue, QueueConfig, UNFINISHED_WORK_UPDATE_PERIOD};
+pub use queue_core::{DEBUG_CHECK_MAX_ITEMS, QueueAdd, QueueCore, QueueDone, QueueGet};
 pub use rate_limiter::{
     BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
     InvalidLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,

@@ -19,9 +19,8 @@
 //! The core's I1–I4 (see [`super::queue_core`]), plus:
 //!
 //! 5. **I5** `waiting_getters` counts the `get` calls that are registered on `getters` and
-//!    have not yet resumed or been dropped. A `get` registers (enables its `Notified`) under
-//!    the lock after seeing an empty queue, so an add that queues an item after that sees the
-//!    count and wakes it: no lost wake-up.
+//!    have not yet resumed or been dropped, so an add that queues an item wakes one: no lost
+//!    wake-up (the waiter protocol's W1, kept by `waiters::wait_for`).
 //!
 //! # Concurrency
 //!
@@ -45,10 +44,11 @@ use std::{hash::Hash, pin::pin, sync::Arc, time::Duration};
 use tokio::{sync::Notify, time::Instant};
 
 use super::{
-    claim::{Claim, Release},
+    claim::{Claim, ClaimQueue},
     metrics::{MetricsProvider, QueueMetrics},
-    queue_core::{Add, Get, QueueCore},
+    queue_core::{QueueAdd, QueueCore, QueueGet},
     sync::{Mutex, MutexGuard, lock},
+    waiters::{Getters, wait_for},
 };
 
 /// How often the unfinished-work and longest-running-processor gauges are updated.
@@ -65,7 +65,7 @@ pub struct QueueConfig {
 
 /// Why a queue could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum BuildError {
     /// The queue needs a background task but was built outside a tokio runtime.
     #[error("{what} needs a tokio runtime for its background task; build it inside one")]
     NoRuntime {
@@ -102,7 +102,7 @@ struct Locked<T> {
     core: QueueCore<T>,
     /// Present only for a named queue with a provider.
     metrics: Option<QueueMetrics<T>>,
-    /// Keeps I5.
+    /// Keeps I5 (through `waiters::wait_for`).
     waiting_getters: usize,
 }
 
@@ -116,13 +116,6 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// An unnamed queue without metrics. Needs no runtime until `get` waits.
     pub fn new() -> Self {
         Self::from_core(QueueCore::new(), None)
-    }
-
-    /// **Deliberately broken**: a queue without its processing set (see
-    /// [`QueueCore::without_processing_set`]). Two workers can hold one key. It exists to show
-    /// the book's same-key detector and the model checker catching the bug.
-    pub fn without_processing_set() -> Self {
-        Self::from_core(QueueCore::without_processing_set(), None)
     }
 
     fn from_core(core: QueueCore<T>, metrics: Option<QueueMetrics<T>>) -> Self {
@@ -160,7 +153,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                 outcome
             }
         };
-        let wake = outcome == Add::Queued && s.waiting_getters > 0; // keeps I5
+        let wake = outcome == QueueAdd::Queued && s.waiting_getters > 0; // keeps I5
         drop(guard);
         if wake {
             self.shared.getters.notify_one();
@@ -191,30 +184,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// queued item, then `None`. Every `Some` must be followed by [`done`](Self::done);
     /// [`claim`](Self::claim) does that for you.
     pub async fn get(&self) -> Option<T> {
-        if let Some(r) = self.lock().get_now() {
-            return r;
-        }
-        let mut waiting = Waiting {
-            shared: &self.shared,
-            counted: false,
-        };
-        loop {
-            let mut notified = pin!(self.shared.getters.notified());
-            {
-                let mut s = self.lock();
-                if waiting.counted {
-                    s.waiting_getters -= 1;
-                    waiting.counted = false;
-                }
-                if let Some(r) = s.get_now() {
-                    return r;
-                }
-                notified.as_mut().enable();
-                s.waiting_getters += 1; // keeps I5: registered before the lock is released
-                waiting.counted = true;
-            }
-            notified.await;
-        }
+        wait_for(&self.shared.state, &self.shared.getters).await
     }
 
     /// Like [`get`](Self::get), but returns a [`Claim`] that calls `done` when dropped.
@@ -303,8 +273,8 @@ impl<T: Eq + Hash + Clone> Queue<T> {
 
 impl<T: Eq + Hash + Clone + Send + 'static> Queue<T> {
     /// A queue with a name and optionally metrics. With metrics it starts the 500 ms
-    /// unfinished-work loop, which needs a tokio runtime ([`Error::NoRuntime`] otherwise).
-    pub fn with_config(config: QueueConfig) -> Result<Self, Error> {
+    /// unfinished-work loop, which needs a tokio runtime ([`BuildError::NoRuntime`] otherwise).
+    pub fn with_config(config: QueueConfig) -> Result<Self, BuildError> {
         let metrics = match (&config.metrics_provider, config.name.is_empty()) {
             (Some(p), false) => Some(QueueMetrics::new(p.as_ref(), &config.name)),
             _ => None,
@@ -312,9 +282,10 @@ impl<T: Eq + Hash + Clone + Send + 'static> Queue<T> {
         let has_metrics = metrics.is_some();
         let queue = Self::from_core(QueueCore::new(), metrics);
         if has_metrics {
-            let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
-                what: "a queue with metrics",
-            })?;
+            let handle =
+                tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime {
+                    what: "a queue with metrics",
+                })?;
             // The first tick is 500 ms after construction, not after the task first runs.
             let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
             handle.spawn(update_unfinished_work_loop(
@@ -348,37 +319,29 @@ async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(
     }
 }
 
-impl<T: Eq + Hash + Clone> Locked<T> {
+impl<T: Eq + Hash + Clone> Getters for Locked<T> {
+    type Out = Option<T>;
+
     /// `Some(Some(item))`: handed out. `Some(None)`: shut down and drained. `None`: wait.
     fn get_now(&mut self) -> Option<Option<T>> {
         match self.core.get() {
-            Get::Item(item) => {
+            QueueGet::Item(item) => {
                 if let Some(m) = &mut self.metrics {
                     m.get(&item, Instant::now());
                 }
                 Some(Some(item))
             }
-            Get::ShutDown => Some(None),
-            Get::Empty => None,
+            QueueGet::ShutDown => Some(None),
+            QueueGet::Empty => None,
         }
+    }
+
+    fn waiting_getters(&mut self) -> &mut usize {
+        &mut self.waiting_getters
     }
 }
 
-/// Un-counts a waiting getter whose `get` future is dropped while it waits (keeps I5).
-struct Waiting<'a, T> {
-    shared: &'a Shared<T>,
-    counted: bool,
-}
-
-impl<T> Drop for Waiting<'_, T> {
-    fn drop(&mut self) {
-        if self.counted {
-            lock(&self.shared.state).waiting_getters -= 1;
-        }
-    }
-}
-
-impl<T: Eq + Hash + Clone> Release<T> for Queue<T> {
+impl<T: Eq + Hash + Clone> ClaimQueue<T> for Queue<T> {
     fn release(&self, item: &T) {
         self.done(item);
     }

@@ -39,7 +39,7 @@
 //! # Differences from upstream
 //!
 //! - `done` on an item that is not processing does nothing and returns
-//!   [`Done::NotProcessing`]. Upstream pushes it again if it is dirty, which can queue it twice
+//!   [`QueueDone::NotProcessing`]. Upstream pushes it again if it is dirty, which can queue it twice
 //!   (breaking I2) and let two workers hold it. The claim API makes the misuse impossible.
 //! - One hash per operation: the item's hash is computed once and reused for both sets
 //!   (hashbrown's `HashTable`), and stored beside it in the queue.
@@ -55,7 +55,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 /// What [`QueueCore::add`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Add {
+pub enum QueueAdd {
     /// The item was new: it is now dirty and queued. Wake a getter.
     Queued,
     /// The item is being processed: it is now dirty only, and `done` will queue it.
@@ -66,16 +66,16 @@ pub enum Add {
     ShuttingDown,
 }
 
-impl Add {
+impl QueueAdd {
     /// Whether the item entered the dirty set (client-go records the `add` metric then).
     pub fn entered_dirty(self) -> bool {
-        matches!(self, Add::Queued | Add::DirtyWhileProcessing)
+        matches!(self, QueueAdd::Queued | QueueAdd::DirtyWhileProcessing)
     }
 }
 
 /// What [`QueueCore::get`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Get<T> {
+pub enum QueueGet<T> {
     /// The head of the queue, now processing.
     Item(T),
     /// Nothing queued and not shutting down: a caller must wait.
@@ -86,7 +86,7 @@ pub enum Get<T> {
 
 /// What [`QueueCore::done`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Done {
+pub enum QueueDone {
     /// The item was dirty: it is queued again (wake a getter); other items are still
     /// processing.
     Requeued,
@@ -101,16 +101,16 @@ pub enum Done {
     NotProcessing,
 }
 
-impl Done {
+impl QueueDone {
     /// Whether the item went back into the queue.
     pub fn requeued(self) -> bool {
-        matches!(self, Done::Requeued | Done::RequeuedLast)
+        matches!(self, QueueDone::Requeued | QueueDone::RequeuedLast)
     }
 
     /// Whether this `done` left the processing set empty: the moment a draining shutdown
     /// waits for (client-go signals its condition variable in both cases).
     pub fn emptied_processing(self) -> bool {
-        matches!(self, Done::RequeuedLast | Done::ReleasedLast)
+        matches!(self, QueueDone::RequeuedLast | QueueDone::ReleasedLast)
     }
 }
 
@@ -130,8 +130,6 @@ pub struct QueueCore<T> {
     hasher: DefaultHashBuilder,
     shutting_down: bool,
     drain: bool,
-    /// False only in the deliberately broken variant ([`QueueCore::without_processing_set`]).
-    tracks_processing: bool,
 }
 
 impl<T> Default for QueueCore<T> {
@@ -150,18 +148,6 @@ impl<T> QueueCore<T> {
             hasher: DefaultHashBuilder::default(),
             shutting_down: false,
             drain: false,
-            tracks_processing: true,
-        }
-    }
-
-    /// **Deliberately broken**: a queue that forgets which items are held. `get` does not
-    /// record the item as processing, so an add during processing queues it again and a second
-    /// worker can take it while the first still holds it. It exists so that the book, the tests
-    /// and the model checker can show their detectors firing.
-    pub fn without_processing_set() -> Self {
-        QueueCore {
-            tracks_processing: false,
-            ..Self::new()
         }
     }
 
@@ -223,37 +209,37 @@ impl<T: Eq + Hash> QueueCore<T> {
 
     /// Marks `item` as needing work. Keeps I1–I3: an item already dirty changes nothing; a
     /// processing item becomes dirty only (it is not queued while held).
-    pub fn add(&mut self, item: T) -> Add
+    pub fn add(&mut self, item: T) -> QueueAdd
     where
         T: Clone,
     {
         if self.shutting_down {
-            return Add::ShuttingDown;
+            return QueueAdd::ShuttingDown;
         }
         let h = self.hash(&item);
         if self.dirty.find(h, |x| *x == item).is_some() {
-            return Add::Coalesced;
+            return QueueAdd::Coalesced;
         }
         let hasher = &self.hasher;
         self.dirty
             .insert_unique(h, item.clone(), |x| hasher.hash_one(x));
         let outcome = if self.processing.find(h, |x| *x == item).is_some() {
-            Add::DirtyWhileProcessing // keeps I1: a held item is never queued
+            QueueAdd::DirtyWhileProcessing // keeps I1: a held item is never queued
         } else {
             self.queue.push_back((h, item));
-            Add::Queued
+            QueueAdd::Queued
         };
         self.debug_check();
         outcome
     }
 
     /// Hands out the head of the queue, moving it from dirty to processing (keeps I1).
-    pub fn get(&mut self) -> Get<T> {
+    pub fn get(&mut self) -> QueueGet<T> {
         let Some((h, item)) = self.queue.pop_front() else {
             return if self.shutting_down {
-                Get::ShutDown
+                QueueGet::ShutDown
             } else {
-                Get::Empty
+                QueueGet::Empty
             };
         };
         // The dirty set's copy moves into processing: no clone on this path.
@@ -261,35 +247,30 @@ impl<T: Eq + Hash> QueueCore<T> {
             Ok(entry) => entry.remove().0,
             Err(_) => unreachable!("I1: a queued item is dirty"),
         };
-        if self.tracks_processing {
-            let hasher = &self.hasher;
-            self.processing
-                .insert_unique(h, held, |x| hasher.hash_one(x));
-        }
+        let hasher = &self.hasher;
+        self.processing
+            .insert_unique(h, held, |x| hasher.hash_one(x));
         self.debug_check();
-        Get::Item(item)
+        QueueGet::Item(item)
     }
 
     /// Returns `item` from a worker. If it became dirty meanwhile it is queued again, once
     /// (keeps I3); that happens during shutdown too, so a drain still hands it out.
-    pub fn done(&mut self, item: &T) -> Done {
-        if !self.tracks_processing {
-            return Done::Released; // the broken variant has nothing to release
-        }
+    pub fn done(&mut self, item: &T) -> QueueDone {
         let h = self.hash(item);
         let held = match self.processing.find_entry(h, |x| x == item) {
             Ok(entry) => entry.remove().0,
-            Err(_) => return Done::NotProcessing,
+            Err(_) => return QueueDone::NotProcessing,
         };
         let requeued = self.dirty.find(h, |x| x == item).is_some();
         if requeued {
             self.queue.push_back((h, held));
         }
         let outcome = match (requeued, self.processing.is_empty()) {
-            (true, false) => Done::Requeued,
-            (true, true) => Done::RequeuedLast,
-            (false, true) => Done::ReleasedLast,
-            (false, false) => Done::Released,
+            (true, false) => QueueDone::Requeued,
+            (true, true) => QueueDone::RequeuedLast,
+            (false, true) => QueueDone::ReleasedLast,
+            (false, false) => QueueDone::Released,
         };
         if outcome.emptied_processing() && self.shutting_down {
             self.drain = false; // keeps I4: the drain is over, whatever is handed out next
@@ -345,38 +326,25 @@ mod tests {
     #[test]
     fn an_add_while_processing_goes_to_dirty_only_and_done_queues_it_once() {
         let mut q = QueueCore::new();
-        assert_eq!(q.add("a"), Add::Queued);
-        assert_eq!(q.get(), Get::Item("a"));
-        assert_eq!(q.add("a"), Add::DirtyWhileProcessing);
-        assert_eq!(q.add("a"), Add::Coalesced);
+        assert_eq!(q.add("a"), QueueAdd::Queued);
+        assert_eq!(q.get(), QueueGet::Item("a"));
+        assert_eq!(q.add("a"), QueueAdd::DirtyWhileProcessing);
+        assert_eq!(q.add("a"), QueueAdd::Coalesced);
         assert_eq!((q.len(), q.dirty_len(), q.processing_len()), (0, 1, 1));
-        assert_eq!(q.done(&"a"), Done::RequeuedLast);
+        assert_eq!(q.done(&"a"), QueueDone::RequeuedLast);
         assert_eq!(q.len(), 1);
-        assert_eq!(q.get(), Get::Item("a"));
-        assert_eq!(q.done(&"a"), Done::ReleasedLast);
-        assert_eq!(q.get(), Get::Empty);
+        assert_eq!(q.get(), QueueGet::Item("a"));
+        assert_eq!(q.done(&"a"), QueueDone::ReleasedLast);
+        assert_eq!(q.get(), QueueGet::Empty);
     }
 
     #[test]
     fn done_on_an_item_never_handed_out_changes_nothing() {
         let mut q = QueueCore::new();
         q.add("a");
-        assert_eq!(q.done(&"a"), Done::NotProcessing);
+        assert_eq!(q.done(&"a"), QueueDone::NotProcessing);
         assert_eq!(q.len(), 1);
         q.check_invariants().unwrap();
-    }
-
-    #[test]
-    fn the_broken_variant_hands_a_held_item_out_again() {
-        let mut q = QueueCore::without_processing_set();
-        q.add("a");
-        assert_eq!(q.get(), Get::Item("a"));
-        assert_eq!(
-            q.add("a"),
-            Add::Queued,
-            "nothing remembers that `a` is held"
-        );
-        assert_eq!(q.get(), Get::Item("a"));
     }
 
     #[test]
@@ -384,23 +352,23 @@ mod tests {
         let mut q = QueueCore::new();
         q.add("a");
         q.add("b");
-        assert_eq!(q.get(), Get::Item("a"));
-        assert_eq!(q.get(), Get::Item("b"));
+        assert_eq!(q.get(), QueueGet::Item("a"));
+        assert_eq!(q.get(), QueueGet::Item("b"));
         q.add("a"); // dirty while held
         q.shut_down(true);
         assert!(q.draining());
-        assert_eq!(q.done(&"a"), Done::Requeued, "b is still held");
+        assert_eq!(q.done(&"a"), QueueDone::Requeued, "b is still held");
         assert!(q.draining());
-        assert_eq!(q.done(&"b"), Done::ReleasedLast);
+        assert_eq!(q.done(&"b"), QueueDone::ReleasedLast);
         assert!(!q.draining());
         // The same, with the last done re-queueing: the drain is over before `a` is taken.
         let mut q = QueueCore::new();
         q.add("a");
-        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.get(), QueueGet::Item("a"));
         q.add("a");
         q.shut_down(true);
-        assert_eq!(q.done(&"a"), Done::RequeuedLast);
-        assert_eq!(q.get(), Get::Item("a"));
+        assert_eq!(q.done(&"a"), QueueDone::RequeuedLast);
+        assert_eq!(q.get(), QueueGet::Item("a"));
         assert!(
             !q.draining(),
             "I4: a get after the moment does not revive the drain"
@@ -412,9 +380,9 @@ mod tests {
         let mut q = QueueCore::new();
         q.add(1);
         q.shut_down(false);
-        assert_eq!(q.add(2), Add::ShuttingDown);
-        assert_eq!(q.get(), Get::Item(1));
-        assert_eq!(q.get(), Get::ShutDown);
+        assert_eq!(q.add(2), QueueAdd::ShuttingDown);
+        assert_eq!(q.get(), QueueGet::Item(1));
+        assert_eq!(q.get(), QueueGet::ShutDown);
     }
 
     /// The hash an operation computes must be the one the sets rehash with when they grow
@@ -425,18 +393,18 @@ mod tests {
         const N: u32 = 200;
         let mut q = QueueCore::new();
         for k in 0..N {
-            assert_eq!(q.add(k), Add::Queued);
+            assert_eq!(q.add(k), QueueAdd::Queued);
         }
         for k in 0..N {
             assert!(q.is_dirty(&k), "{k} is dirty");
-            assert_eq!(q.add(k), Add::Coalesced, "{k} coalesces");
+            assert_eq!(q.add(k), QueueAdd::Coalesced, "{k} coalesces");
         }
         for k in 0..N {
-            assert_eq!(q.get(), Get::Item(k));
+            assert_eq!(q.get(), QueueGet::Item(k));
             assert!(q.is_processing(&k) && !q.is_dirty(&k), "{k} is held");
         }
         for k in 0..N {
-            assert_eq!(q.add(k), Add::DirtyWhileProcessing, "{k} is held");
+            assert_eq!(q.add(k), QueueAdd::DirtyWhileProcessing, "{k} is held");
         }
         for k in 0..N {
             assert!(q.done(&k).requeued(), "{k} goes back");

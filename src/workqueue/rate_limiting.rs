@@ -26,12 +26,12 @@
 //!
 //! None in behaviour. [`claim`](RateLimitingQueue::claim) is an addition.
 
-use std::{hash::Hash, ops::Deref, sync::Arc};
+use std::{hash::Hash, ops::Deref, sync::Arc, time::Duration};
 
 use super::{
-    claim::{Claim, Release},
+    claim::{Claim, ClaimQueue},
     delaying::DelayingQueue,
-    queue::{Error, QueueConfig},
+    queue::{BuildError, QueueConfig},
     rate_limiter::RateLimiter,
 };
 
@@ -65,7 +65,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> RateLimitingQueue<T> {
     pub fn with_config(
         limiter: impl RateLimiter<T> + 'static,
         config: QueueConfig,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, BuildError> {
         Ok(RateLimitingQueue {
             delaying: DelayingQueue::with_config(config)?,
             limiter: Arc::new(limiter),
@@ -97,7 +97,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> RateLimitingQueue<T> {
     }
 }
 
-impl<T: Eq + Hash + Clone> Release<T> for RateLimitingQueue<T> {
+impl<T: Eq + Hash + Clone> ClaimQueue<T> for RateLimitingQueue<T> {
     fn release(&self, item: &T) {
         self.done(item);
     }
@@ -113,5 +113,29 @@ impl<T> Deref for RateLimitingQueue<T> {
 impl<T> std::fmt::Debug for RateLimitingQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitingQueue").finish_non_exhaustive()
+    }
+}
+
+/// While holding a key from a [`RateLimitingQueue`], the calls controller-runtime makes before
+/// its deferred `Done`.
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Claim<T, RateLimitingQueue<T>> {
+    /// Clears the key's failure history (a successful reconcile). The key is still held.
+    pub fn forget(&self) {
+        self.queue().forget(self.item());
+    }
+
+    /// Asks for the key again after the limiter's backoff (a failed reconcile).
+    pub fn add_rate_limited(&self) {
+        self.queue().add_rate_limited(self.item().clone());
+    }
+
+    /// Asks for the key again after `delay` (`RequeueAfter`).
+    pub fn add_after(&self, delay: Duration) {
+        self.queue().add_after(self.item().clone(), delay);
+    }
+
+    /// How many times the key has been rate-limited since its last forget.
+    pub fn num_requeues(&self) -> usize {
+        self.queue().num_requeues(self.item())
     }
 }

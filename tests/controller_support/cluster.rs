@@ -13,7 +13,7 @@ use std::{
 
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::shared_informer::{InformerOptions, SharedIndexInformer},
+    cache::{InformerOptions, SharedIndexInformer},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};

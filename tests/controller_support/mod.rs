@@ -8,8 +8,8 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use controlloop::{
     cache::{
-        lister_watcher::scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch, page},
-        shared_informer::{HandlerPanic, InformerOptions, SharedIndexInformer},
+        HandlerPanic, InformerOptions, ListPage, Scripted, ScriptedListerWatcher, ScriptedWatch,
+        SharedIndexInformer,
     },
     controller::{Controller, ControllerError, Event, Request, predicate::Predicate},
     features::klog,
@@ -83,7 +83,10 @@ pub fn informer_with(
     options: InformerOptions,
 ) -> Arc<Informer> {
     let lw = Lw::new().without_watch_list();
-    lw.push_list(Ok(page("1", names.iter().map(|n| cm(n, "1")).collect())));
+    lw.push_list(Ok(ListPage::new(
+        "1",
+        names.iter().map(|n| cm(n, "1")).collect(),
+    )));
     let mut steps = watch;
     steps.push(Scripted::Hang);
     lw.push_watch(ScriptedWatch::Stream(steps));

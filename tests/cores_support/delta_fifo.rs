@@ -8,7 +8,7 @@
 
 use std::{cell::RefCell, collections::BTreeSet, sync::Arc};
 
-use controlloop::cache::{DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, KeyListerGetter, Queue};
+use controlloop::cache::{DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, KeyListerGetter};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::fifo::{

@@ -9,9 +9,61 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use controlloop::workqueue::queue_core::{Add, Done, Get, QueueCore};
+use controlloop::workqueue::{QueueAdd, QueueCore, QueueDone, QueueGet};
 
 use super::{Bytes, diverged};
+
+/// The core under test: the faithful [`QueueCore`], or a deliberately broken one built around
+/// it (its queries are the faithful core's, through [`CoreUnderTest::view`]).
+pub trait CoreUnderTest: std::fmt::Debug {
+    /// The core's queries.
+    fn view(&self) -> &QueueCore<u8>;
+    /// `add`.
+    fn add(&mut self, k: u8) -> QueueAdd;
+    /// `get`.
+    fn get(&mut self) -> QueueGet<u8>;
+    /// `done`.
+    fn done(&mut self, k: &u8) -> QueueDone;
+    /// `shut_down(drain)`.
+    fn shut_down(&mut self, drain: bool);
+}
+
+impl CoreUnderTest for QueueCore<u8> {
+    fn view(&self) -> &QueueCore<u8> {
+        self
+    }
+    fn add(&mut self, k: u8) -> QueueAdd {
+        QueueCore::add(self, k)
+    }
+    fn get(&mut self) -> QueueGet<u8> {
+        QueueCore::get(self)
+    }
+    fn done(&mut self, k: &u8) -> QueueDone {
+        QueueCore::done(self, k)
+    }
+    fn shut_down(&mut self, drain: bool) {
+        QueueCore::shut_down(self, drain)
+    }
+}
+
+#[cfg(feature = "broken")]
+impl CoreUnderTest for controlloop::workqueue::broken::QueueCoreWithoutProcessingSet<u8> {
+    fn view(&self) -> &QueueCore<u8> {
+        self
+    }
+    fn add(&mut self, k: u8) -> QueueAdd {
+        Self::add(self, k)
+    }
+    fn get(&mut self) -> QueueGet<u8> {
+        Self::get(self)
+    }
+    fn done(&mut self, k: &u8) -> QueueDone {
+        Self::done(self, k)
+    }
+    fn shut_down(&mut self, drain: bool) {
+        Self::shut_down(self, drain)
+    }
+}
 
 /// Keys are `0..KEYS`: few, so that adds collide with queued and held keys.
 pub const KEYS: u8 = 6;
@@ -59,36 +111,36 @@ pub struct Model {
 }
 
 impl Model {
-    fn add(&mut self, k: u8) -> Add {
+    fn add(&mut self, k: u8) -> QueueAdd {
         if self.shutting_down {
-            return Add::ShuttingDown;
+            return QueueAdd::ShuttingDown;
         }
         if self.dirty.contains(&k) {
-            return Add::Coalesced;
+            return QueueAdd::Coalesced;
         }
         self.dirty.insert(k);
         if self.processing.contains(&k) {
-            return Add::DirtyWhileProcessing;
+            return QueueAdd::DirtyWhileProcessing;
         }
         self.queue.push_back(k);
-        Add::Queued
+        QueueAdd::Queued
     }
 
-    fn get(&mut self) -> Get<u8> {
+    fn get(&mut self) -> QueueGet<u8> {
         match self.queue.pop_front() {
             Some(k) => {
                 self.processing.insert(k);
                 self.dirty.remove(&k);
-                Get::Item(k)
+                QueueGet::Item(k)
             }
-            None if self.shutting_down => Get::ShutDown,
-            None => Get::Empty,
+            None if self.shutting_down => QueueGet::ShutDown,
+            None => QueueGet::Empty,
         }
     }
 
-    fn done(&mut self, k: u8) -> Done {
+    fn done(&mut self, k: u8) -> QueueDone {
         if !self.processing.remove(&k) {
-            return Done::NotProcessing;
+            return QueueDone::NotProcessing;
         }
         let requeued = self.dirty.contains(&k);
         if requeued {
@@ -99,10 +151,10 @@ impl Model {
             self.drain = false;
         }
         match (requeued, last) {
-            (true, false) => Done::Requeued,
-            (true, true) => Done::RequeuedLast,
-            (false, true) => Done::ReleasedLast,
-            (false, false) => Done::Released,
+            (true, false) => QueueDone::Requeued,
+            (true, true) => QueueDone::RequeuedLast,
+            (false, true) => QueueDone::ReleasedLast,
+            (false, false) => QueueDone::Released,
         }
     }
 
@@ -184,7 +236,7 @@ impl Reached {
 
 /// Runs `ops` on `core` and on the model side by side, then shuts both down and drains them.
 /// `Err` names the first step where they differ.
-pub fn check(ops: &[QueueOp], mut core: QueueCore<u8>) -> Result<Reached, String> {
+pub fn check(ops: &[QueueOp], mut core: impl CoreUnderTest) -> Result<Reached, String> {
     let mut model = Model::default();
     let mut held: Vec<u8> = Vec::new();
     let mut reached = Reached::default();
@@ -202,18 +254,20 @@ pub fn check(ops: &[QueueOp], mut core: QueueCore<u8>) -> Result<Reached, String
         if was_draining && !model.draining() && matches!(op, QueueOp::Done(_)) {
             reached.drains_ended += 1;
         }
-        let (c, m) = (seen_core(&core), seen_model(&model));
+        let (c, m) = (seen_core(core.view()), seen_model(&model));
         if c != m {
             return Err(diverged(i, &op, "state", &c, &m));
         }
-        core.check_invariants()
+        core.view()
+            .check_invariants()
             .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
         if last {
             break;
         }
     }
     // Nothing lost, nothing held: the shutdown handed out everything that was dirty.
-    if core.is_empty() && core.dirty_len() == 0 && core.processing_len() == 0 {
+    let q = core.view();
+    if q.is_empty() && q.dirty_len() == 0 && q.processing_len() == 0 {
         Ok(reached)
     } else {
         Err(format!("the drain left work behind: {core:?}"))
@@ -223,7 +277,7 @@ pub fn check(ops: &[QueueOp], mut core: QueueCore<u8>) -> Result<Reached, String
 fn step(
     op: &QueueOp,
     i: usize,
-    core: &mut QueueCore<u8>,
+    core: &mut impl CoreUnderTest,
     model: &mut Model,
     held: &mut Vec<u8>,
     reached: &mut Reached,
@@ -231,20 +285,20 @@ fn step(
     match *op {
         QueueOp::Add(k) => {
             let (c, m) = (core.add(k), model.add(k));
-            let entered_dirty = matches!(m, Add::Queued | Add::DirtyWhileProcessing);
+            let entered_dirty = matches!(m, QueueAdd::Queued | QueueAdd::DirtyWhileProcessing);
             if c != m || c.entered_dirty() != entered_dirty {
                 return Err(diverged(i, op, "add", &c, &m));
             }
             reached.adds[match m {
-                Add::Queued => 0,
-                Add::DirtyWhileProcessing => 1,
-                Add::Coalesced => 2,
-                Add::ShuttingDown => 3,
+                QueueAdd::Queued => 0,
+                QueueAdd::DirtyWhileProcessing => 1,
+                QueueAdd::Coalesced => 2,
+                QueueAdd::ShuttingDown => 3,
             }] += 1;
         }
         QueueOp::Get => {
             let (c, m) = (core.get(), model.get());
-            if let Get::Item(k) = c
+            if let QueueGet::Item(k) = c
                 && held.contains(&k)
             {
                 return Err(format!(
@@ -254,7 +308,7 @@ fn step(
             if c != m {
                 return Err(diverged(i, op, "get", &c, &m));
             }
-            if let Get::Item(k) = c {
+            if let QueueGet::Item(k) = c {
                 held.push(k);
             }
         }
@@ -281,23 +335,23 @@ fn done(
     op: &QueueOp,
     i: usize,
     k: u8,
-    core: &mut QueueCore<u8>,
+    core: &mut impl CoreUnderTest,
     model: &mut Model,
     reached: &mut Reached,
 ) -> Result<(), String> {
     let (c, m) = (core.done(&k), model.done(k));
     // The helpers, against the model's own reading of each outcome.
-    let requeued = matches!(m, Done::Requeued | Done::RequeuedLast);
-    let emptied = matches!(m, Done::RequeuedLast | Done::ReleasedLast);
+    let requeued = matches!(m, QueueDone::Requeued | QueueDone::RequeuedLast);
+    let emptied = matches!(m, QueueDone::RequeuedLast | QueueDone::ReleasedLast);
     if c != m || c.requeued() != requeued || c.emptied_processing() != emptied {
         return Err(diverged(i, op, "done", &c, &m));
     }
     reached.dones[match m {
-        Done::Requeued => 0,
-        Done::RequeuedLast => 1,
-        Done::ReleasedLast => 2,
-        Done::Released => 3,
-        Done::NotProcessing => 4,
+        QueueDone::Requeued => 0,
+        QueueDone::RequeuedLast => 1,
+        QueueDone::ReleasedLast => 2,
+        QueueDone::Released => 3,
+        QueueDone::NotProcessing => 4,
     }] += 1;
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::{cell::RefCell, collections::BTreeSet, sync::Arc};
 
 use controlloop::cache::{
-    DeltaType, Deltas, KeyListerGetter, Queue, RealFifo, RealFifoOptions, RealFifoOptionsError,
+    DeltaType, Deltas, Fifo, KeyListerGetter, RealFifo, RealFifoOptions, RealFifoOptionsError,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 

@@ -11,11 +11,9 @@ use std::{
 
 use controlloop::{
     cache::{
-        Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, Deltas, Queue, RealFifo, Store,
-        lister_watcher::{
-            ListOptions, ListPage, ListerWatcher, LwError, WatchOptions, WatchStream,
-        },
-        shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+        Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, Deltas, Fifo, HandlerFuncs,
+        InformerOptions, ListOptions, ListPage, ListerWatcher, LwError, RealFifo,
+        SharedIndexInformer, Store, WatchOptions, WatchStream,
     },
     fake::{FakeClientset, FakeListerWatcher},
 };
@@ -81,7 +79,7 @@ fn deltas_label(ds: &[Delta<ConfigMap>]) -> String {
 }
 
 /// Pops until nothing is queued: each Pop's deltas.
-fn drain_pops(f: &impl Queue<ConfigMap>) -> Vec<String> {
+fn drain_pops(f: &impl Fifo<ConfigMap>) -> Vec<String> {
     std::iter::from_fn(|| f.try_pop(|_, _| Ok::<(), ()>(())))
         .map(|r| r.expect("never fails"))
         .map(|d: Deltas<ConfigMap>| deltas_label(&d.0))
@@ -166,7 +164,7 @@ enum Event {
 }
 
 impl Event {
-    fn apply(self, f: &impl Queue<ConfigMap>) {
+    fn apply(self, f: &impl Fifo<ConfigMap>) {
         match self {
             Event::Add(o) => f.add(o),
             Event::Update(o) => f.update(o),

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use controlloop::{
     controller::{
-        Error, Outcome, QueueKind, Release, Result as ReconcileResult, decide,
-        priorityqueue::ControllerQueue,
+        Outcome, QueueKind, ReconcileError, ReconcileResult, Release, Request, RequestQueue, decide,
     },
     workqueue::{RateLimiter, RateLimitingQueue, default_controller_rate_limiter},
 };
@@ -36,26 +35,31 @@ fn requeue_lines() -> Vec<String> {
                 ..ReconcileResult::requeue_after(thirty)
             }),
         ),
-        ("error", Err(Error::retry("boom"))),
+        ("error", Err(ReconcileError::retry("boom"))),
         // The port's outcome is a Result: an error carries no Result, which is what upstream
         // does with one (ignores it).
         (
             "error + Result{RequeueAfter: 30s}",
-            Err(Error::retry("boom")),
+            Err(ReconcileError::retry("boom")),
         ),
-        ("TerminalError", Err(Error::terminal("boom"))),
-        ("panic", Err(Error::Panic("boom".into()))),
+        ("TerminalError", Err(ReconcileError::terminal("boom"))),
+        ("panic", Err(ReconcileError::Panic("boom".into()))),
     ];
     paused(async {
         let mut lines = Vec::new();
         for (name, outcome) in cases {
-            let q = RateLimitingQueue::new(default_controller_rate_limiter());
-            q.add(WEB.to_string());
-            let req = within(SECOND, "get", q.get()).await.expect("queued");
+            let q = RequestQueue::RateLimiting(RateLimitingQueue::new(
+                default_controller_rate_limiter(),
+            ));
+            let (namespace, object) = WEB.split_once('/').expect("namespace/name");
+            q.add(Request::new(namespace, object));
+            let (req, _) = within(SECOND, "get", q.get_with_priority())
+                .await
+                .expect("queued");
             let mut calls = Vec::new();
             for action in decide(&outcome).1 {
                 // What the controller does with each action: forget, or an AddWithOpts that
-                // upstream's wrapper (here `ControllerQueue` for the rate-limiting queue) turns
+                // upstream's wrapper (here `RequestQueue::RateLimiting`) turns
                 // into the classic call the recording logged.
                 match action.opts(0) {
                     None => {
@@ -63,7 +67,7 @@ fn requeue_lines() -> Vec<String> {
                         calls.push("Forget".to_string());
                     }
                     Some(opts) => {
-                        ControllerQueue::add_with_opts(&q, opts, [req.clone()]);
+                        q.add_with_opts(opts, [req.clone()]);
                         calls.push(if opts.rate_limited {
                             "AddRateLimited".to_string()
                         } else {

@@ -17,11 +17,8 @@ use parking_lot::Mutex;
 use crate::{kit::snap, lab::rig};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
-    controller::{
-        Event,
-        handler::{EnqueueRequestForObject, EventHandler},
-    },
+    cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    controller::{EnqueueRequestForObject, Event, EventHandler},
     resources::{Widget, WidgetSpec},
     workqueue::{Queue, RateLimitingQueue, default_controller_rate_limiter},
 };

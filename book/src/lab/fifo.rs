@@ -19,7 +19,7 @@ use kube::api::ObjectMeta;
 use crate::kit::snap;
 use controlloop::cache::{Delta, Deltas};
 use controlloop::cache::{
-    DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, FifoChoice, InformerFifo, Queue, Store,
+    DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Fifo, FifoChoice, InformerFifo, Store,
     select_fifo,
 };
 use controlloop::features::{Feature, FeatureGates, PreRelease, klog};
@@ -175,7 +175,7 @@ pub fn interleave_through(minor: u32) -> Pops {
 }
 
 /// The informer's loop: Pop until nothing is queued, keeping what each Pop handed over.
-pub fn drain(fifo: &impl Queue<ConfigMap>) -> Vec<Vec<String>> {
+pub fn drain(fifo: &InformerFifo<ConfigMap>) -> Vec<Vec<String>> {
     let mut pops = Vec::new();
     while let Some(deltas) = fifo.try_pop(|_, _| Ok::<(), ()>(())) {
         pops.push(deltas.unwrap().iter().map(delta_label).collect());

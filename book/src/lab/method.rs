@@ -31,8 +31,8 @@ use crate::lab::resync::{HOUR, Running};
 use crate::lab::rig;
 use controlloop::apiserver::{Cluster, ServerOptions};
 use controlloop::cache::{
-    lister_watcher::ListerWatcher,
-    shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer, Variant},
+    HandlerFuncs, InformerOptions, ListerWatcher,
+    broken::{self, Variant},
 };
 use controlloop::controller::{
     Event,
@@ -160,9 +160,9 @@ where
     F: Future<Output = ()>,
 {
     let t0 = Instant::now();
-    let mut options = InformerOptions::new(resync);
-    options.variant = variant; // faithful, or handlers called before the cache is written
-    let informer = Arc::new(SharedIndexInformer::new(lw, options));
+    let options = InformerOptions::new(resync);
+    // faithful, or handlers called before the cache is written
+    let informer = Arc::new(broken::informer(lw, options, variant));
     let row = Arc::new(Mutex::new(Row::new(source, variant)));
     let (inf, r) = (informer.clone(), row.clone());
     let on_update = move |old: Arc<ConfigMap>, new: Arc<ConfigMap>| {

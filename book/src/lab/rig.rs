@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use controlloop::{
     apiserver::{ApiServer, Cluster, ServerOptions},
-    cache::shared_informer::{InformerOptions, SharedIndexInformer},
+    cache::{InformerOptions, SharedIndexInformer},
     controller::predicate::Predicate,
 };
 

@@ -127,15 +127,6 @@ impl<K> ScriptedListerWatcher<K> {
     }
 }
 
-/// A list page with no continuation.
-pub fn page<K>(rv: &str, items: Vec<K>) -> ListPage<K> {
-    ListPage {
-        items,
-        resource_version: rv.into(),
-        continue_token: None,
-    }
-}
-
 fn play<K: Send + 'static>(steps: Vec<Scripted<K>>) -> WatchStream<K> {
     futures::stream::unfold(VecDeque::from(steps), |mut steps| async move {
         loop {

@@ -10,8 +10,8 @@
 //!    └──────────── Backoff ◄── other ────┘         │  410, other error ─► Backoff ► List
 //! ```
 //!
-//! The reflector is a state machine ([`Phase`] names the states); [`Reflector::step`] performs
-//! one transition and reports it as a [`Step`]. [`Reflector::run`] steps until shut down. The
+//! The reflector is a state machine ([`ReflectorPhase`] names the states); [`Reflector::step`] performs
+//! one transition and reports it as a [`ReflectorStep`]. [`Reflector::run`] steps until shut down. The
 //! store it drives is anything implementing [`ReflectorStore`]: in an informer, the FIFO the
 //! feature gates select; in a test, a [`RecordingStore`].
 //!
@@ -33,7 +33,8 @@
 //! - Upstream's `ListAndWatch` is a function with nested loops; here each loop position is a
 //!   state, so a test can drive it one transition at a time.
 //! - The resync timer is part of the watching states (a `select!` with the deadline), not a
-//!   separate goroutine. A resync error is logged; upstream ends the watch with it.
+//!   separate goroutine. A resync error ends the watch, as upstream's `resyncerrc` does, and
+//!   the reflector relists after its backoff.
 //! - The backoff's jitter and the watch timeout come from a seeded RNG
 //!   ([`ReflectorOptions::seed`]), so virtual-time runs are deterministic.
 
@@ -55,29 +56,51 @@ pub(crate) mod tests;
 pub use backoff::{Backoff, BackoffConfig};
 pub use recording::{RecordingStore, StoreCall};
 
-use super::{DeltaFifo, FifoError, InformerFifo, Object, Queue, RealFifo};
+use super::{DeltaFifo, Fifo, FifoError, Object, RealFifo};
 
 /// The store side of a reflector: what it calls for each list and watch event. client-go's
 /// `Store` interface as far as a reflector uses it, plus the optional `Bookmark`.
 pub trait ReflectorStore<K>: Send + Sync {
     /// A watch ADDED.
-    fn add(&self, obj: K) -> Result<(), StoreError>;
+    fn add(&self, obj: K) -> Result<(), ReflectorStoreError>;
     /// A watch MODIFIED.
-    fn update(&self, obj: K) -> Result<(), StoreError>;
+    fn update(&self, obj: K) -> Result<(), ReflectorStoreError>;
     /// A watch DELETED.
-    fn delete(&self, obj: K) -> Result<(), StoreError>;
+    fn delete(&self, obj: K) -> Result<(), ReflectorStoreError>;
     /// A complete list at `resource_version` (keeps I1).
-    fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), StoreError>;
+    fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), ReflectorStoreError>;
     /// The periodic resync tick, when the informer says some listener is due.
-    fn resync(&self) -> Result<(), StoreError>;
+    fn resync(&self) -> Result<(), ReflectorStoreError>;
     /// A BOOKMARK. RealFIFO forwards it; most stores ignore it.
     fn bookmark(&self, _resource_version: &str) {}
+}
+
+/// A boxed store is a store (the informer hands its reflector one).
+impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Box<S> {
+    fn add(&self, obj: K) -> Result<(), ReflectorStoreError> {
+        (**self).add(obj)
+    }
+    fn update(&self, obj: K) -> Result<(), ReflectorStoreError> {
+        (**self).update(obj)
+    }
+    fn delete(&self, obj: K) -> Result<(), ReflectorStoreError> {
+        (**self).delete(obj)
+    }
+    fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), ReflectorStoreError> {
+        (**self).replace(list, resource_version)
+    }
+    fn resync(&self) -> Result<(), ReflectorStoreError> {
+        (**self).resync()
+    }
+    fn bookmark(&self, resource_version: &str) {
+        (**self).bookmark(resource_version)
+    }
 }
 
 /// A store refused an object (upstream only logs these).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("store error: {0}")]
-pub struct StoreError(pub String);
+pub struct ReflectorStoreError(pub String);
 
 /// A reflector's settings.
 #[derive(Clone)]
@@ -100,9 +123,6 @@ pub struct ReflectorOptions {
     pub backoff: BackoffConfig,
     /// Seed for the backoff jitter and the watch timeouts.
     pub seed: u64,
-    /// **A broken variant**, kept to show a detector firing: relist on every resync tick,
-    /// which is what people imagine a resync does. Upstream never does this.
-    pub relist_on_resync: bool,
 }
 
 impl Default for ReflectorOptions {
@@ -116,7 +136,6 @@ impl Default for ReflectorOptions {
             use_watch_list: false,
             backoff: BackoffConfig::default(),
             seed: 0,
-            relist_on_resync: false,
         }
     }
 }
@@ -142,22 +161,22 @@ pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The reflector's states, as a plain name (see [`Reflector::phase`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub enum ReflectorPhase {
     /// About to list (or stream-list).
     List,
     /// About to open a watch at the last resourceVersion.
     OpenWatch,
     /// Watching.
     Watching,
-    /// Waiting one backoff step, then [`Phase::List`].
+    /// Waiting one backoff step, then [`ReflectorPhase::List`].
     BackoffThenList,
-    /// Waiting one backoff step, then [`Phase::OpenWatch`].
+    /// Waiting one backoff step, then [`ReflectorPhase::OpenWatch`].
     BackoffThenWatch,
 }
 
 /// What one [`Reflector::step`] did.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Step {
+pub enum ReflectorStep {
     /// A list succeeded and the store was replaced.
     Listed {
         /// The list's resourceVersion.
@@ -281,18 +300,18 @@ where
     }
 
     /// The current state.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> ReflectorPhase {
         match &self.state {
-            State::List => Phase::List,
-            State::OpenWatch => Phase::OpenWatch,
-            State::Watching(_) => Phase::Watching,
+            State::List => ReflectorPhase::List,
+            State::OpenWatch => ReflectorPhase::OpenWatch,
+            State::Watching(_) => ReflectorPhase::Watching,
             State::Backoff {
                 then: Then::List, ..
-            } => Phase::BackoffThenList,
+            } => ReflectorPhase::BackoffThenList,
             State::Backoff {
                 then: Then::OpenWatch,
                 ..
-            } => Phase::BackoffThenWatch,
+            } => ReflectorPhase::BackoffThenWatch,
         }
     }
 
@@ -318,7 +337,7 @@ where
     }
 
     /// Performs one transition.
-    pub async fn step(&mut self) -> Step {
+    pub async fn step(&mut self) -> ReflectorStep {
         let state = std::mem::replace(&mut self.state, State::List);
         let (step, next) = match state {
             State::List => self.list_step().await,
@@ -330,16 +349,23 @@ where
                     && at < until
                 {
                     sleep_until(at).await;
-                    let step = self.resync_tick();
-                    self.state = State::Backoff { then, until, delay };
-                    return step;
+                    match self.resync_tick() {
+                        Ok(step) => {
+                            self.state = State::Backoff { then, until, delay };
+                            return step;
+                        }
+                        Err(e) => {
+                            self.state = self.relist_after_backoff();
+                            return ReflectorStep::WatchEnded(e);
+                        }
+                    }
                 }
                 sleep_until(until).await;
                 let next = match then {
                     Then::List => State::List,
                     Then::OpenWatch => State::OpenWatch,
                 };
-                (Step::BackedOff(delay), next)
+                (ReflectorStep::BackedOff(delay), next)
             }
         };
         self.state = next;
@@ -380,12 +406,12 @@ where
         }
     }
 
-    async fn list_step(&mut self) -> (Step, State<K>) {
+    async fn list_step(&mut self) -> (ReflectorStep, State<K>) {
         if self.options.use_watch_list && !self.lw.is_watch_list_semantics_unsupported() {
             match self.watch_list().await {
                 Ok((w, rv, items)) => {
                     return (
-                        Step::Listed {
+                        ReflectorStep::Listed {
                             resource_version: rv,
                             items,
                             streamed: true,
@@ -398,7 +424,7 @@ where
         }
         match self.list().await {
             Ok((rv, n)) => (
-                Step::Listed {
+                ReflectorStep::Listed {
                     resource_version: rv,
                     items: n,
                     streamed: false,
@@ -407,7 +433,7 @@ where
             ),
             Err(e) => {
                 let next = self.relist_after_backoff();
-                (Step::ListFailed(e), next)
+                (ReflectorStep::ListFailed(e), next)
             }
         }
     }
@@ -569,7 +595,7 @@ where
         }
     }
 
-    async fn open_watch(&mut self) -> (Step, State<K>) {
+    async fn open_watch(&mut self) -> (ReflectorStep, State<K>) {
         let rv = self.last_sync_rv.clone();
         let options = WatchOptions {
             resource_version: rv.clone(),
@@ -579,7 +605,7 @@ where
         };
         match self.lw.watch(options).await {
             Ok(stream) => (
-                Step::WatchStarted {
+                ReflectorStep::WatchStarted {
                     resource_version: rv.clone(),
                 },
                 State::Watching(Watch {
@@ -591,25 +617,25 @@ where
             ),
             Err(e @ (LwError::TooManyRequests(_) | LwError::ConnectionRefused(_))) => {
                 let next = self.backoff_then(Then::OpenWatch);
-                (Step::WatchStartFailed(e), next)
+                (ReflectorStep::WatchStartFailed(e), next)
             }
             Err(e) => {
                 let next = self.relist_after_backoff();
-                (Step::WatchStartFailed(e), next)
+                (ReflectorStep::WatchStartFailed(e), next)
             }
         }
     }
 
-    fn resync_tick(&mut self) -> Step {
+    fn resync_tick(&mut self) -> Result<ReflectorStep, LwError> {
         self.next_resync = Some(Instant::now() + self.options.resync_period);
         let due = self.options.should_resync.as_ref().is_none_or(|f| f());
         if due && let Err(e) = self.store.resync() {
-            tracing::warn!(error = %e, "resync failed");
+            return Err(LwError::Other(format!("resync: {e}")));
         }
-        Step::ResyncTick { resynced: due }
+        Ok(ReflectorStep::ResyncTick { resynced: due })
     }
 
-    async fn watching(&mut self, mut w: Watch<K>) -> (Step, State<K>) {
+    async fn watching(&mut self, mut w: Watch<K>) -> (ReflectorStep, State<K>) {
         let event = match self.next_resync {
             Some(at) => tokio::select! {
                 ev = w.stream.next() => Some(ev),
@@ -618,19 +644,19 @@ where
             None => Some(w.stream.next().await),
         };
         let Some(event) = event else {
-            if self.options.relist_on_resync {
-                self.next_resync = None;
-                return (Step::ResyncTick { resynced: false }, State::List);
-            }
-            return (self.resync_tick(), State::Watching(w));
+            return match self.resync_tick() {
+                Ok(step) => (step, State::Watching(w)),
+                // Upstream: the resync error ends the watch, and ListAndWatch returns it.
+                Err(e) => (ReflectorStep::WatchEnded(e), self.relist_after_backoff()),
+            };
         };
         let Some(event) = event else {
             if w.events == 0 && w.opened_at.elapsed() < VERY_SHORT_WATCH {
                 let e = LwError::Other("very short watch: closed with no events".into());
                 let next = self.relist_after_backoff();
-                return (Step::WatchEnded(e), next);
+                return (ReflectorStep::WatchEnded(e), next);
             }
-            return (Step::WatchClosed, State::OpenWatch); // keeps I3
+            return (ReflectorStep::WatchClosed, State::OpenWatch); // keeps I3
         };
         w.events += 1;
         let (kind, rv, result) = match event {
@@ -663,16 +689,16 @@ where
         if w.propagate_rv {
             self.last_sync_rv = rv; // keeps I5
         }
-        (Step::Event(kind), State::Watching(w))
+        (ReflectorStep::Event(kind), State::Watching(w))
     }
 
-    fn watch_error(&mut self, e: LwError) -> (Step, State<K>) {
+    fn watch_error(&mut self, e: LwError) -> (ReflectorStep, State<K>) {
         let next = match &e {
             LwError::TooManyRequests(_) => self.backoff_then(Then::OpenWatch),
             LwError::Internal(_) if self.should_retry_internal_error() => State::OpenWatch,
             _ => self.relist_after_backoff(),
         };
-        (Step::WatchEnded(e), next)
+        (ReflectorStep::WatchEnded(e), next)
     }
 
     /// upstream `retryWithDeadline`: internal errors are retried in place while the first one
@@ -694,9 +720,9 @@ fn resource_version<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap_or_default()
 }
 
-impl From<FifoError> for StoreError {
+impl From<FifoError> for ReflectorStoreError {
     fn from(e: FifoError) -> Self {
-        StoreError(e.to_string())
+        ReflectorStoreError(e.to_string())
     }
 }
 
@@ -705,28 +731,28 @@ impl From<FifoError> for StoreError {
 macro_rules! fifo_store {
     ($($t:ident),*) => {$(
         impl<K: Object> ReflectorStore<K> for $t<K> {
-            fn add(&self, obj: K) -> Result<(), StoreError> {
-                Ok(Queue::add(self, Arc::new(obj))?)
+            fn add(&self, obj: K) -> Result<(), ReflectorStoreError> {
+                Ok(Fifo::add(self, Arc::new(obj))?)
             }
-            fn update(&self, obj: K) -> Result<(), StoreError> {
-                Ok(Queue::update(self, Arc::new(obj))?)
+            fn update(&self, obj: K) -> Result<(), ReflectorStoreError> {
+                Ok(Fifo::update(self, Arc::new(obj))?)
             }
-            fn delete(&self, obj: K) -> Result<(), StoreError> {
-                Ok(Queue::delete(self, Arc::new(obj))?)
+            fn delete(&self, obj: K) -> Result<(), ReflectorStoreError> {
+                Ok(Fifo::delete(self, Arc::new(obj))?)
             }
-            fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), StoreError> {
+            fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), ReflectorStoreError> {
                 let list = list.into_iter().map(Arc::new).collect();
-                Ok(Queue::replace(self, list, &resource_version)?)
+                Ok(Fifo::replace(self, list, &resource_version)?)
             }
-            fn resync(&self) -> Result<(), StoreError> {
-                Ok(Queue::resync(self)?)
+            fn resync(&self) -> Result<(), ReflectorStoreError> {
+                Ok(Fifo::resync(self)?)
             }
             fn bookmark(&self, resource_version: &str) {
-                if let Err(e) = Queue::bookmark(self, resource_version) {
+                if let Err(e) = Fifo::bookmark(self, resource_version) {
                     tracing::warn!(error = %e, "bookmark not recorded");
                 }
             }
         }
     )*};
 }
-fifo_store!(InformerFifo, DeltaFifo, RealFifo);
+fifo_store!(DeltaFifo, RealFifo);

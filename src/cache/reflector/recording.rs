@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use parking_lot::Mutex;
 
-use super::{ReflectorStore, StoreError, object_key, resource_version};
+use super::{ReflectorStore, ReflectorStoreError, object_key, resource_version};
 
 /// One call a reflector made on its store, by key and resourceVersion.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl<K: Clone> RecordingStore<K> {
 }
 
 impl<K: kube::Resource + Clone + Send> ReflectorStore<K> for RecordingStore<K> {
-    fn add(&self, obj: K) -> Result<(), StoreError> {
+    fn add(&self, obj: K) -> Result<(), ReflectorStoreError> {
         let mut g = self.inner.lock();
         let k = object_key(&obj);
         g.calls
@@ -84,7 +84,7 @@ impl<K: kube::Resource + Clone + Send> ReflectorStore<K> for RecordingStore<K> {
         g.objects.insert(k, obj);
         Ok(())
     }
-    fn update(&self, obj: K) -> Result<(), StoreError> {
+    fn update(&self, obj: K) -> Result<(), ReflectorStoreError> {
         let mut g = self.inner.lock();
         let k = object_key(&obj);
         g.calls
@@ -92,21 +92,21 @@ impl<K: kube::Resource + Clone + Send> ReflectorStore<K> for RecordingStore<K> {
         g.objects.insert(k, obj);
         Ok(())
     }
-    fn delete(&self, obj: K) -> Result<(), StoreError> {
+    fn delete(&self, obj: K) -> Result<(), ReflectorStoreError> {
         let mut g = self.inner.lock();
         let k = object_key(&obj);
         g.calls.push(StoreCall::Delete(k.clone()));
         g.objects.remove(&k);
         Ok(())
     }
-    fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), StoreError> {
+    fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), ReflectorStoreError> {
         let mut g = self.inner.lock();
         let keys = list.iter().map(object_key).collect();
         g.calls.push(StoreCall::Replace(keys, resource_version));
         g.objects = list.into_iter().map(|o| (object_key(&o), o)).collect();
         Ok(())
     }
-    fn resync(&self) -> Result<(), StoreError> {
+    fn resync(&self) -> Result<(), ReflectorStoreError> {
         self.inner.lock().calls.push(StoreCall::Resync);
         Ok(())
     }

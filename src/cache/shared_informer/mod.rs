@@ -39,7 +39,9 @@
 //!   is re-raised from [`SharedIndexInformer::run`] instead of ending the process; every
 //!   [`HandlerRegistration::crash`] reports it. [`HandlerPanic::LogAndContinue`] is upstream's
 //!   `ReallyCrash = false`, ported as is.
-//! - [`Variant`] keeps deliberately broken informers for the book's detectors.
+//! - One seam (`Seam`, the points upstream's `Config` leaves open: the process funcs and the
+//!   queue) lets the deliberately wrong informers of `cache::broken` (feature `broken`) swap
+//!   the delivery of a change; the faithful informer never branches on them.
 
 use std::{sync::Arc, time::Duration};
 
@@ -48,21 +50,22 @@ use tokio::time::Instant;
 
 use super::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, FifoChoice, InformerFifo,
-    Object, PopError, Queue, Store, StoreWrite, lister_watcher::ListerWatcher,
-    reflector::Reflector, reflector::ReflectorOptions, select_fifo,
+    Object, PopError, Store, StoreWrite, lister_watcher::ListerWatcher, reflector::Reflector,
+    reflector::ReflectorOptions, reflector::ReflectorStore, select_fifo,
 };
 use crate::features::{Feature, FeatureGates};
 
 mod processor;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
+use processor::SyncTracker;
 pub(crate) use processor::panic_message;
 pub use processor::{
     HandlerPanic, HandlerRegistration, MINIMUM_RESYNC_PERIOD, SLEEP_AFTER_HANDLER_PANIC,
     determine_resync_period,
 };
-use processor::{Notification, SharedProcessor, SyncTracker};
+pub(crate) use processor::{Notification, SharedProcessor};
 
 /// What `on_delete` receives: the object, or a tombstone for a deletion a relist inferred.
 #[derive(Debug)]
@@ -169,20 +172,72 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
     }
 }
 
-/// Which informer to build. Everything but [`Variant::Faithful`] is **deliberately broken**
-/// and exists only so the book can show its detectors firing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub enum Variant {
-    /// The port of upstream.
-    #[default]
-    Faithful,
-    /// Calls handlers synchronously *before* writing the indexer (breaks I1).
-    HandlersBeforeCache,
-    /// Hands a resync's handlers a deep copy as `new` (breaks I2's same pointer).
-    DeepCopyOnResync,
-    /// Relists from the server on every resync tick instead of replaying the cache.
-    RelistOnResync,
+/// The informer's one seam: how a change reaches the indexer and the handlers, and what the
+/// reflector writes into.
+///
+/// Upstream builds the informer's controller from a `Config` whose `Process` and
+/// `ProcessBatch` funcs are the informer's `HandleDeltas` and `HandleBatchDeltas`, and whose
+/// queue is the FIFO (`shared_informer.go`, `Run`). The port keeps those points open through
+/// this trait. Its provided methods are the faithful behaviour ([`Faithful`] overrides none);
+/// the deliberately wrong informers of `cache::broken` (feature `broken`) override one each.
+pub(crate) trait Seam<K: Object>: Send + Sync + 'static {
+    /// One change: `write` goes to the indexer, then the handlers hear `n` (keeps I1).
+    fn write_then_notify(
+        &self,
+        indexer: &Store<K>,
+        processor: &SharedProcessor<K>,
+        write: StoreWrite<K>,
+        n: Notification<K>,
+    ) -> Result<(), super::KeyError> {
+        indexer.apply(write)?;
+        self.notify(processor, n);
+        Ok(())
+    }
+
+    /// A batch: every write under one store lock ([`Store::apply_batch`]), then the
+    /// notifications of the writes that succeeded, in order; the first error is returned.
+    fn write_batch_then_notify(
+        &self,
+        indexer: &Store<K>,
+        processor: &SharedProcessor<K>,
+        writes: Vec<StoreWrite<K>>,
+        notes: Vec<Notification<K>>,
+    ) -> Result<(), super::KeyError> {
+        let results = indexer.apply_batch(writes);
+        let mut first_error = None;
+        for (r, n) in results.into_iter().zip(notes) {
+            match r {
+                Ok(()) => self.notify(processor, n),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// upstream's informer `OnAdd`/`OnUpdate`/`OnDelete`: an update with an unchanged
+    /// resourceVersion is a sync, for due handlers only (keeps I3).
+    fn notify(&self, processor: &SharedProcessor<K>, n: Notification<K>) {
+        let sync = match &n {
+            Notification::Update { old, new } => {
+                old.meta().resource_version == new.meta().resource_version
+            }
+            _ => false,
+        };
+        processor.distribute(n, sync);
+    }
+
+    /// The store the reflector writes into: the FIFO itself.
+    fn reflector_store(&self, fifo: InformerFifo<K>) -> Box<dyn ReflectorStore<K>> {
+        Box::new(fifo)
+    }
 }
+
+/// The port of upstream: every provided method of [`Seam`].
+pub(crate) struct Faithful;
+
+impl<K: Object> Seam<K> for Faithful {}
 
 /// How to build an informer.
 #[derive(Debug, Clone)]
@@ -197,8 +252,6 @@ pub struct InformerOptions {
     /// Reflector knobs (seed, page size, timeouts). The informer sets the resync fields and
     /// the streaming-list flag itself.
     pub reflector: ReflectorOptions,
-    /// Faithful, or one of the broken variants.
-    pub variant: Variant,
     /// What a handler panic does: upstream's default re-raises it ([`HandlerPanic::Crash`]).
     pub handler_panic: HandlerPanic,
 }
@@ -211,7 +264,6 @@ impl InformerOptions {
             gates: FeatureGates::at_minor(36).expect("1.36 is a supported emulation version"),
             type_name: "object".into(),
             reflector: ReflectorOptions::default(),
-            variant: Variant::Faithful,
             handler_panic: HandlerPanic::Crash,
         }
     }
@@ -256,6 +308,8 @@ pub struct SharedIndexInformer<K, L> {
     /// Keeps I4.
     block_deltas: Mutex<()>,
     synced: SyncTracker,
+    /// How changes reach the indexer and the handlers: [`Faithful`], or a broken informer's.
+    seam: Arc<dyn Seam<K>>,
 }
 
 impl<K, L> SharedIndexInformer<K, L>
@@ -265,6 +319,11 @@ where
 {
     /// An informer over `lw`.
     pub fn new(lw: L, options: InformerOptions) -> Self {
+        Self::with_seam(lw, options, Arc::new(Faithful))
+    }
+
+    /// An informer over `lw` whose changes go through `seam`.
+    pub(crate) fn with_seam(lw: L, options: InformerOptions, seam: Arc<dyn Seam<K>>) -> Self {
         let choice = select_fifo(&options.gates);
         Self {
             lw: Arc::new(lw),
@@ -280,6 +339,7 @@ where
             options,
             block_deltas: Mutex::new(()),
             synced: SyncTracker::default(),
+            seam,
         }
     }
 
@@ -410,8 +470,8 @@ where
         ropts.resync_period = check_period;
         ropts.should_resync = Some(Arc::new(move || processor.should_resync(Instant::now())));
         ropts.use_watch_list = self.options.gates.enabled(Feature::WATCH_LIST_CLIENT);
-        ropts.relist_on_resync = self.options.variant == Variant::RelistOnResync;
-        let reflector = Reflector::new(self.lw.clone(), fifo.clone(), ropts);
+        let store = self.seam.reflector_store(fifo.clone());
+        let reflector = Reflector::new(self.lw.clone(), store, ropts);
         let process = async {
             loop {
                 match self.process_next(&fifo).await {
@@ -508,18 +568,13 @@ where
                         DeltaObject::Object(o) => DeletedObject::Object(o.clone()),
                         _ => continue,
                     };
-                    let broken = self.options.variant == Variant::HandlersBeforeCache;
-                    if broken {
-                        self.processor
-                            .deliver_now(Notification::Delete(deleted.clone()));
-                    }
-                    match &deleted {
-                        DeletedObject::Object(o) => self.indexer.delete(o)?,
-                        DeletedObject::Tombstone(t) => self.indexer.delete_by_key(&t.key),
-                    }
-                    if !broken {
-                        self.notify(Notification::Delete(deleted));
-                    }
+                    let write = match &deleted {
+                        DeletedObject::Object(o) => StoreWrite::Delete(o.clone()),
+                        DeletedObject::Tombstone(t) => StoreWrite::DeleteKey(t.key.clone()),
+                    };
+                    let n = Notification::Delete(deleted);
+                    self.seam
+                        .write_then_notify(&self.indexer, &self.processor, write, n)?;
                 }
                 (DeltaType::ReplacedAll, DeltaObject::ReplacedAll(info)) => {
                     let mut keep = std::collections::BTreeSet::new();
@@ -611,26 +666,9 @@ where
                 (t, _) => tracing::error!(delta_type = %t, "unexpected delta object"),
             }
         }
-        if self.options.variant == Variant::HandlersBeforeCache {
-            for n in &notes {
-                self.processor.deliver_now(n.clone());
-            }
-            notes.clear();
-        }
-        let results = self.indexer.apply_batch(writes);
-        let mut first_error = None;
-        let mut notes = notes.into_iter();
-        for r in results {
-            let n = notes.next();
-            match (r, n) {
-                (Ok(()), Some(n)) => self.notify(n),
-                (Err(e), _) => {
-                    first_error.get_or_insert(e);
-                }
-                (Ok(()), None) => {} // HandlersBeforeCache delivered them already
-            }
-        }
-        first_error.map_or(Ok(()), |e| Err(e.into()))
+        Ok(self
+            .seam
+            .write_batch_then_notify(&self.indexer, &self.processor, writes, notes)?)
     }
 
     fn upsert(&self, obj: Arc<K>, initial: bool) -> Result<(), super::KeyError> {
@@ -644,35 +682,12 @@ where
                 initial,
             },
         };
-        if self.options.variant == Variant::HandlersBeforeCache {
-            self.processor.deliver_now(n);
-            return self.indexer.update(obj);
-        }
-        self.indexer.update(obj)?;
-        self.notify(n);
-        Ok(())
+        self.seam
+            .write_then_notify(&self.indexer, &self.processor, StoreWrite::Update(obj), n)
     }
 
-    /// upstream's informer `OnAdd`/`OnUpdate`/`OnDelete`: an update with an unchanged
-    /// resourceVersion is a sync, for due handlers only (keeps I3).
+    /// A notification of a write already made (through the seam).
     fn notify(&self, n: Notification<K>) {
-        let n = match n {
-            Notification::Update { old, new }
-                if self.options.variant == Variant::DeepCopyOnResync && Arc::ptr_eq(&old, &new) =>
-            {
-                Notification::Update {
-                    new: Arc::new((*new).clone()),
-                    old,
-                }
-            }
-            n => n,
-        };
-        let sync = match &n {
-            Notification::Update { old, new } => {
-                old.meta().resource_version == new.meta().resource_version
-            }
-            _ => false,
-        };
-        self.processor.distribute(n, sync);
+        self.seam.notify(&self.processor, n);
     }
 }

@@ -399,23 +399,11 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
         }
     }
 
-    /// Calls every listener's handler synchronously, bypassing the buffers. Used only by the
-    /// broken [`super::Variant::HandlersBeforeCache`].
-    pub(crate) fn deliver_now(&self, n: Notification<K>) {
-        let handlers: Vec<_> = self
-            .state
-            .lock()
-            .listeners
-            .iter()
-            .map(|l| l.handler.clone())
-            .collect();
-        for h in handlers {
-            match n.clone() {
-                Notification::Add { obj, initial } => h.on_add(obj, initial),
-                Notification::Update { old, new } => h.on_update(old, new),
-                Notification::Delete(d) => h.on_delete(d),
-            }
-        }
+    /// Every listener's handler, in registration order.
+    #[cfg_attr(not(feature = "broken"), allow(dead_code))]
+    pub(crate) fn handlers(&self) -> Vec<Arc<dyn ResourceEventHandler<K>>> {
+        let st = self.state.lock();
+        st.listeners.iter().map(|l| l.handler.clone()).collect()
     }
 
     /// Sends `n` to the listener `id` only (a late joiner's replay of the cache).

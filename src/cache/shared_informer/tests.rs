@@ -6,14 +6,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::*;
-use crate::cache::lister_watcher::{
-    WatchEvent,
-    scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch, page},
-};
 use crate::cache::reflector::tests::cm;
+use crate::cache::{ListPage, Scripted, ScriptedListerWatcher, ScriptedWatch, WatchEvent};
 
 /// Records what a handler saw, as lines; `same` marks an update whose old and new are one Arc.
-fn recorder() -> (HandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn recorder() -> (HandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {
     let log = Arc::new(Mutex::new(vec![]));
     let (a, u, d) = (log.clone(), log.clone(), log.clone());
     let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();
@@ -33,7 +30,7 @@ fn recorder() -> (HandlerFuncs<ConfigMap>, Arc<Mutex<Vec<String>>>) {
     (h, log)
 }
 
-fn options(minor: u32, resync: Duration) -> InformerOptions {
+pub(crate) fn options(minor: u32, resync: Duration) -> InformerOptions {
     InformerOptions {
         gates: FeatureGates::at_minor(minor).unwrap(),
         ..InformerOptions::new(resync)
@@ -41,7 +38,7 @@ fn options(minor: u32, resync: Duration) -> InformerOptions {
 }
 
 /// Runs `informer` for `for_` of virtual time.
-async fn run_for<L: ListerWatcher<ConfigMap>>(
+pub(crate) async fn run_for<L: ListerWatcher<ConfigMap>>(
     informer: &SharedIndexInformer<ConfigMap, L>,
     for_: Duration,
 ) {
@@ -56,7 +53,7 @@ async fn run_for<L: ListerWatcher<ConfigMap>>(
 async fn a_resync_replays_the_cache_as_same_arc_updates_without_contacting_the_source() {
     for minor in [32, 36] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page("10", vec![cm("a", "5")])));
+        lw.push_list(Ok(ListPage::new("10", vec![cm("a", "5")])));
         let informer =
             SharedIndexInformer::new(lw.clone(), options(minor, Duration::from_secs(60)));
         let (h, log) = recorder();
@@ -82,7 +79,7 @@ async fn a_resync_replays_the_cache_as_same_arc_updates_without_contacting_the_s
 async fn a_handler_reads_a_cache_at_least_as_new_as_its_event() {
     for minor in [32, 36] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page("10", vec![cm("a", "5")])));
+        lw.push_list(Ok(ListPage::new("10", vec![cm("a", "5")])));
         lw.push_watch(ScriptedWatch::Stream(vec![
             Scripted::Event(WatchEvent::Modified(cm("a", "11"))),
             Scripted::Event(WatchEvent::Added(cm("b", "12"))),
@@ -113,12 +110,10 @@ async fn a_handler_reads_a_cache_at_least_as_new_as_its_event() {
 async fn a_relist_that_drops_an_object_delivers_a_tombstone() {
     for minor in [32, 36] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page("10", vec![cm("a", "5"), cm("b", "6")])));
-        lw.push_list(Ok(page("20", vec![cm("b", "6")])));
+        lw.push_list(Ok(ListPage::new("10", vec![cm("a", "5"), cm("b", "6")])));
+        lw.push_list(Ok(ListPage::new("20", vec![cm("b", "6")])));
         lw.push_watch(ScriptedWatch::Stream(vec![Scripted::Event(
-            WatchEvent::Error(crate::cache::lister_watcher::LwError::Expired(
-                "gone".into(),
-            )),
+            WatchEvent::Error(crate::cache::LwError::Expired("gone".into())),
         )]));
         let informer = SharedIndexInformer::new(lw.clone(), options(minor, Duration::ZERO));
         let (h, log) = recorder();
@@ -140,7 +135,7 @@ async fn a_relist_that_drops_an_object_delivers_a_tombstone() {
 #[tokio::test(start_paused = true)]
 async fn a_handler_added_after_start_gets_the_cache_replayed_as_initial_adds() {
     let lw = ScriptedListerWatcher::new().without_watch_list();
-    lw.push_list(Ok(page("10", vec![cm("a", "5"), cm("b", "6")])));
+    lw.push_list(Ok(ListPage::new("10", vec![cm("a", "5"), cm("b", "6")])));
     let informer = Arc::new(SharedIndexInformer::new(
         lw.clone(),
         options(36, Duration::ZERO),
@@ -167,7 +162,7 @@ async fn a_handler_added_after_start_gets_the_cache_replayed_as_initial_adds() {
 #[tokio::test(start_paused = true)]
 async fn a_stopped_informer_refuses_new_handlers() {
     let lw = ScriptedListerWatcher::<ConfigMap>::new().without_watch_list();
-    lw.push_list(Ok(page("1", vec![])));
+    lw.push_list(Ok(ListPage::new("1", vec![])));
     let informer = SharedIndexInformer::new(lw, options(36, Duration::ZERO));
     informer
         .run(tokio::time::sleep(Duration::from_secs(1)))
@@ -176,30 +171,6 @@ async fn a_stopped_informer_refuses_new_handlers() {
         informer.add_event_handler(HandlerFuncs::new()).err(),
         Some(InformerError::Stopped)
     );
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_broken_variants_break_what_they_claim_to() {
-    // DeepCopyOnResync: the resync's old and new are no longer one Arc.
-    let lw = ScriptedListerWatcher::new().without_watch_list();
-    lw.push_list(Ok(page("10", vec![cm("a", "5")])));
-    let mut o = options(36, Duration::from_secs(60));
-    o.variant = Variant::DeepCopyOnResync;
-    let informer = SharedIndexInformer::new(lw.clone(), o);
-    let (h, log) = recorder();
-    informer.add_event_handler(h).unwrap();
-    run_for(&informer, Duration::from_secs(61)).await;
-    assert_eq!(*log.lock(), ["add a initial=true", "update a"]);
-
-    // RelistOnResync: the resync lists again.
-    let lw = ScriptedListerWatcher::new().without_watch_list();
-    lw.on_list(|_| Ok(page("10", vec![cm("a", "5")])));
-    let mut o = options(36, Duration::from_secs(60));
-    o.variant = Variant::RelistOnResync;
-    let informer = SharedIndexInformer::new(lw.clone(), o);
-    informer.add_event_handler(HandlerFuncs::new()).unwrap();
-    run_for(&informer, Duration::from_secs(185)).await;
-    assert_eq!(lw.list_calls().len(), 4);
 }
 
 /// Steps the informer by hand, one Pop at a time, letting the handlers' tasks run between
@@ -288,7 +259,7 @@ async fn batch_and_single_mode_deliver_the_same_events_in_the_same_order() {
     let mut logs = vec![];
     for minor in [34, 36] {
         let lw = ScriptedListerWatcher::new().without_watch_list();
-        lw.push_list(Ok(page("10", vec![cm("a", "5"), cm("b", "6")])));
+        lw.push_list(Ok(ListPage::new("10", vec![cm("a", "5"), cm("b", "6")])));
         lw.push_watch(ScriptedWatch::Stream(vec![
             Scripted::Event(WatchEvent::Modified(cm("a", "11"))),
             Scripted::Event(WatchEvent::Modified(cm("b", "12"))),

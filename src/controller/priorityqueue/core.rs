@@ -98,7 +98,7 @@ impl<T> Observer<T> for () {}
 
 /// What [`PriorityQueueCore::add`] did with one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Add {
+pub enum PriorityAdd {
     /// A new key, ready now. Wake a getter.
     NewReady,
     /// A new key, waiting for its ready time. Wake the timer.
@@ -113,21 +113,21 @@ pub enum Add {
     ShuttingDown,
 }
 
-impl Add {
+impl PriorityAdd {
     /// Whether a getter may now find a key it could not before (upstream's `readyItemAdded`).
     pub fn readied(self) -> bool {
-        matches!(self, Add::NewReady | Add::MadeReady)
+        matches!(self, PriorityAdd::NewReady | PriorityAdd::MadeReady)
     }
 
     /// Whether the earliest ready time may have changed (`waitingItemAddedOrUpdated`).
     pub fn waiting_changed(self) -> bool {
-        matches!(self, Add::NewWaiting | Add::MergedWaiting)
+        matches!(self, PriorityAdd::NewWaiting | PriorityAdd::MergedWaiting)
     }
 }
 
 /// What [`PriorityQueueCore::get`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Get<T> {
+pub enum PriorityGet<T> {
     /// The first ready key not locked, and its priority; it is now locked.
     Item(T, Priority),
     /// Nothing that can be handed out now (nothing ready, or every ready key is locked).
@@ -138,7 +138,7 @@ pub enum Get<T> {
 
 /// What [`PriorityQueueCore::done`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Done {
+pub enum PriorityDone {
     /// Released, and the key was re-added while held and is ready: a getter can take it.
     ReleasedReady,
     /// Released; the key is not ready in the queue.
@@ -154,18 +154,6 @@ pub struct Promoted {
     pub moved: usize,
     /// The earliest ready time still waiting, strictly after `now`.
     pub next: Option<Instant>,
-}
-
-/// **Deliberately broken** behaviours, so the model check and the book can show their
-/// detectors firing. Never use one for real work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bug {
-    /// `get` forgets the locked set: a key re-added while held is handed out again, so two
-    /// workers hold it at once.
-    HandsOutLockedKeys,
-    /// A merge keeps the first priority: a key queued at `LowPriority` stays there when an
-    /// add asks for more.
-    IgnoresPriorityRaise,
 }
 
 /// Far enough for any delay a controller means: tokio's own timer uses about thirty years.
@@ -193,7 +181,6 @@ pub struct PriorityQueueCore<T> {
     /// The next counter to give out (keeps P3).
     added_counter: u64,
     shutting_down: bool,
-    bug: Option<Bug>,
 }
 
 impl<T> Default for PriorityQueueCore<T> {
@@ -212,15 +199,6 @@ impl<T> PriorityQueueCore<T> {
             locked: HashSet::new(),
             added_counter: 0,
             shutting_down: false,
-            bug: None,
-        }
-    }
-
-    /// **Deliberately broken**: a queue with `bug` (see [`Bug`]).
-    pub fn with_bug(bug: Bug) -> Self {
-        PriorityQueueCore {
-            bug: Some(bug),
-            ..Self::new()
         }
     }
 
@@ -249,7 +227,7 @@ impl<T> PriorityQueueCore<T> {
         self.shutting_down
     }
 
-    /// Stops the queue: adds are dropped, `get` reports [`Get::ShutDown`] at once, and nothing
+    /// Stops the queue: adds are dropped, `get` reports [`PriorityGet::ShutDown`] at once, and nothing
     /// is promoted any more. What is queued stays where it is.
     pub fn shut_down(&mut self) {
         self.shutting_down = true;
@@ -293,9 +271,9 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
         priority: Option<Priority>,
         now: impl FnOnce() -> Instant,
         obs: &mut impl Observer<T>,
-    ) -> Add {
+    ) -> PriorityAdd {
         if self.shutting_down {
-            return Add::ShuttingDown;
+            return PriorityAdd::ShuttingDown;
         }
         let mut ready_at = if after.is_zero() {
             None
@@ -312,10 +290,10 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
                 ready_at,
             };
             let outcome = match ready_at {
-                Some(_) => Add::NewWaiting,
+                Some(_) => PriorityAdd::NewWaiting,
                 None => {
                     obs.add(&key, asked);
-                    Add::NewReady
+                    PriorityAdd::NewReady
                 }
             };
             self.items.insert(key.clone(), entry);
@@ -331,7 +309,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             _ => {}
         }
         let mut merged = Entry { ready_at, ..old };
-        if asked > old.priority && self.bug != Some(Bug::IgnoresPriorityRaise) {
+        if asked > old.priority {
             if old.ready_at.is_none() {
                 obs.update_depth(old.priority, asked);
             }
@@ -339,12 +317,12 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             merged.added_counter = self.next_counter(); // the back of the new level
         }
         let outcome = match (old.ready_at, ready_at) {
-            (None, _) => Add::MergedReady,
+            (None, _) => PriorityAdd::MergedReady,
             (Some(_), None) => {
                 obs.add(&key, merged.priority);
-                Add::MadeReady
+                PriorityAdd::MadeReady
             }
-            (Some(_), Some(_)) => Add::MergedWaiting,
+            (Some(_), Some(_)) => PriorityAdd::MergedWaiting,
         };
         if merged == old {
             return outcome; // nothing moved: upstream's delete and re-insert of the same item
@@ -357,19 +335,18 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
     }
 
     /// Hands out the first ready key that is not locked, and locks it (upstream's
-    /// `handleReadyItems` for one waiter). After shutdown: [`Get::ShutDown`], whatever is queued.
-    pub fn get(&mut self, obs: &mut impl Observer<T>) -> Get<T> {
+    /// `handleReadyItems` for one waiter). After shutdown: [`PriorityGet::ShutDown`], whatever is queued.
+    pub fn get(&mut self, obs: &mut impl Observer<T>) -> PriorityGet<T> {
         if self.shutting_down {
-            return Get::ShutDown;
+            return PriorityGet::ShutDown;
         }
-        let skip_locked = self.bug != Some(Bug::HandsOutLockedKeys);
         let found = self
             .ready
             .iter()
-            .find(|(_, k)| !(skip_locked && self.locked.contains(*k)))
+            .find(|(_, k)| !self.locked.contains(*k))
             .map(|(rk, _)| *rk);
         let Some(rk) = found else {
-            return Get::Empty;
+            return PriorityGet::Empty;
         };
         let key = self.ready.remove(&rk).expect("found just now");
         let (owned, entry) = self
@@ -378,17 +355,17 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             .expect("P1: a ready tree entry has an item");
         obs.get(&key, entry.priority);
         self.locked.insert(owned);
-        Get::Item(key, entry.priority)
+        PriorityGet::Item(key, entry.priority)
     }
 
     /// Returns `key` from a worker. A ready entry added for it meanwhile can now be handed out.
-    pub fn done(&mut self, key: &T) -> Done {
+    pub fn done(&mut self, key: &T) -> PriorityDone {
         if !self.locked.remove(key) {
-            return Done::NotLocked;
+            return PriorityDone::NotLocked;
         }
         match self.items.get(key) {
-            Some(e) if e.ready_at.is_none() => Done::ReleasedReady,
-            _ => Done::Released,
+            Some(e) if e.ready_at.is_none() => PriorityDone::ReleasedReady,
+            _ => PriorityDone::Released,
         }
     }
 
@@ -518,7 +495,7 @@ mod tests {
         q.add("bar", Duration::ZERO, Some(1), || t, &mut ());
         assert_eq!(
             q.add("foo", Duration::ZERO, Some(1), || t, &mut ()),
-            Add::MergedReady
+            PriorityAdd::MergedReady
         );
         assert_eq!(keys(&q), [("bar", 1), ("foo", 1)]);
     }
@@ -550,7 +527,7 @@ mod tests {
         q.add("early", Duration::ZERO, None, || t, &mut ());
         assert_eq!(
             q.add("late", Duration::ZERO, None, || t, &mut ()),
-            Add::MadeReady
+            PriorityAdd::MadeReady
         );
         assert_eq!(keys(&q), [("late", 0), ("early", 0)]);
     }
@@ -579,7 +556,7 @@ mod tests {
         q.add("w", 5 * S, None, || t, &mut ());
         assert_eq!(q.next_ready_at(), Some(t + 3 * S));
         q.add("r", Duration::ZERO, None, || t, &mut ());
-        assert_eq!(q.add("r", S, None, || t, &mut ()), Add::MergedReady);
+        assert_eq!(q.add("r", S, None, || t, &mut ()), PriorityAdd::MergedReady);
         assert_eq!(q.entry(&"r").unwrap().ready_at, None);
     }
 
@@ -596,14 +573,14 @@ mod tests {
     fn a_key_added_while_locked_is_queued_and_counted_but_not_handed_out() {
         let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
         q.add("a", Duration::ZERO, None, || t, &mut ());
-        assert_eq!(q.get(&mut ()), Get::Item("a", 0));
+        assert_eq!(q.get(&mut ()), PriorityGet::Item("a", 0));
         q.add("a", Duration::ZERO, Some(3), || t, &mut ());
         assert_eq!((q.len(), q.locked_len()), (1, 1));
-        assert_eq!(q.get(&mut ()), Get::Empty);
-        assert_eq!(q.done(&"a"), Done::ReleasedReady);
-        assert_eq!(q.get(&mut ()), Get::Item("a", 3));
-        assert_eq!(q.done(&"a"), Done::Released);
-        assert_eq!(q.done(&"a"), Done::NotLocked);
+        assert_eq!(q.get(&mut ()), PriorityGet::Empty);
+        assert_eq!(q.done(&"a"), PriorityDone::ReleasedReady);
+        assert_eq!(q.get(&mut ()), PriorityGet::Item("a", 3));
+        assert_eq!(q.done(&"a"), PriorityDone::Released);
+        assert_eq!(q.done(&"a"), PriorityDone::NotLocked);
     }
 
     #[test]
@@ -613,25 +590,10 @@ mod tests {
         q.shut_down();
         assert_eq!(
             q.add(2, Duration::ZERO, None, || t, &mut ()),
-            Add::ShuttingDown
+            PriorityAdd::ShuttingDown
         );
-        assert_eq!(q.get(&mut ()), Get::ShutDown);
+        assert_eq!(q.get(&mut ()), PriorityGet::ShutDown);
         assert_eq!(q.len(), 1, "the queued key stays, unreachable");
-    }
-
-    #[test]
-    fn the_broken_variants_misbehave() {
-        let t = Instant::now();
-        let mut q = PriorityQueueCore::with_bug(Bug::HandsOutLockedKeys);
-        q.add("a", Duration::ZERO, None, || t, &mut ());
-        assert_eq!(q.get(&mut ()), Get::Item("a", 0));
-        q.add("a", Duration::ZERO, None, || t, &mut ());
-        assert_eq!(q.get(&mut ()), Get::Item("a", 0), "handed out while held");
-
-        let mut q = PriorityQueueCore::with_bug(Bug::IgnoresPriorityRaise);
-        q.add("a", Duration::ZERO, Some(-100), || t, &mut ());
-        q.add("a", Duration::ZERO, Some(5), || t, &mut ());
-        assert_eq!(q.entry(&"a").unwrap().priority, -100);
     }
 
     #[test]

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 use super::core::{Observer, Priority};
 use crate::workqueue::InMemoryMetrics;
 use crate::workqueue::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, MetricsSnapshot,
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, QueueMetricsSnapshot,
     SettableGaugeMetric,
 };
 
@@ -188,7 +188,7 @@ pub struct PriorityMetricsSnapshot {
     pub depth: BTreeMap<Priority, i64>,
     /// The six other metrics. Its own `depth` is the plain gauge, which moves only when the
     /// provider is given as [`Provider::Plain`].
-    pub base: MetricsSnapshot,
+    pub base: QueueMetricsSnapshot,
 }
 
 /// A provider that keeps every queue's metrics in memory, depth per priority, for tests and

@@ -12,7 +12,7 @@
 //! | a controller queue with priorities | [`PriorityQueue`] | `priorityqueue.New` |
 //! | add with a delay, rate limit or priority | [`PriorityQueue::add_with_opts`] + [`AddOpts`] | `AddWithOpts` |
 //! | take work, never forget `done` | [`PriorityQueue::claim_with_priority`] → [`Claim`](crate::workqueue::Claim) | `GetWithPriority` + `defer Done` |
-//! | one worker loop over either queue | [`ControllerQueue`] | `PriorityQueue[T]` + `priorityQueueWrapper` |
+//! | one worker loop over either queue | [`RequestQueue`](crate::controller::RequestQueue) | `PriorityQueue[T]` + `priorityQueueWrapper` |
 //! | depth per priority | [`Provider::WithPriority`], [`InMemoryPriorityMetrics`] | `MetricsProviderWithPriority` |
 //!
 //! ```
@@ -40,18 +40,19 @@
 //! priority, then by when it became ready), or *locked* (a worker holds it) — and a locked key
 //! may also have a fresh entry waiting or ready, which is handed out only after `done`. Adds of
 //! a key already queued merge: **the earlier ready time and the higher priority win**; a raise
-//! moves it to the back of its new priority. Details and the exact order: [`core`].
+//! moves it to the back of its new priority. Details and the exact order: [`PriorityQueueCore`].
 //!
 //! # Invariants
 //!
-//! P1–P3 (the entries and the two trees agree, counters are unique) in [`core`]; P4 (no lost
-//! wake-up) and P5 (no key ready before its time) in [`queue`]. Debug builds check them.
+//! P1–P3 (the entries and the two trees agree, counters are unique) on [`PriorityQueueCore`];
+//! P4 (no lost wake-up) and P5 (no key ready before its time) on [`PriorityQueue`]. Debug builds
+//! check them.
 //!
 //! # Concurrency
 //!
 //! One lock around the core (the workqueue's lock facade, so shuttle can replace it), never
 //! held across an await or while the rate limiter runs; a timer task promotes waiting keys.
-//! See [`queue`].
+//! See [`PriorityQueue`].
 //!
 //! # Differences from client-go's rate-limiting queue
 //!
@@ -90,7 +91,7 @@
 //!   ready by time, and buffers adds. This port is the v0.23+ queue.
 //! - **Depth metric labels**: since v0.23.0 controller-runtime's Prometheus provider labels at
 //!   most 25 distinct priorities, then `"exceeded_cardinality_limit"`
-//!   (`pkg/internal/metrics/workqueue.go`); not ported (see [`metrics`]).
+//!   (`pkg/internal/metrics/workqueue.go`); not ported (see [`Provider`]).
 //! - **`Result::priority`** (v0.23+ `reconcile.Result.Priority`): the priority of any requeue,
 //!   error requeues included (in the port an error carries no result, so it keeps the
 //!   request's); absent, the request keeps the priority it was handed out with.
@@ -101,19 +102,23 @@
 //!
 //! # Differences from upstream
 //!
-//! In [`core`], [`queue`] and [`metrics`]; the ones a controller could notice: adds are not
+//! On [`PriorityQueueCore`], [`PriorityQueue`] and [`Provider`]; the ones a controller could
+//! notice: adds are not
 //! buffered (a delay counts from the call), a second `shut_down` does not panic, and no
 //! provider means no metrics.
 
-pub mod core;
-pub mod interface;
-pub mod metrics;
-pub mod queue;
+#[cfg(feature = "broken")]
+pub mod broken;
+mod core;
+mod metrics;
+mod queue;
 #[cfg(test)]
 mod tests;
 
-pub use core::{Bug, Entry, Priority, PriorityQueueCore};
-pub use interface::ControllerQueue;
+pub use core::{
+    Entry, Observer, Priority, PriorityAdd, PriorityDone, PriorityGet, PriorityQueueCore, Promoted,
+    effective_after,
+};
 pub use metrics::{
     DepthMetricWithPriority, InMemoryPriorityMetrics, MetricsProviderWithPriority,
     PriorityMetricsSnapshot, Provider,

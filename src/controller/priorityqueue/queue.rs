@@ -55,7 +55,6 @@
 
 use std::{
     hash::Hash,
-    pin::pin,
     sync::{Arc, Weak},
     time::Duration,
 };
@@ -63,13 +62,16 @@ use std::{
 use tokio::{sync::Notify, time::Instant};
 
 use super::{
-    core::{Add, Bug, Done, Entry, Get, Priority, PriorityQueueCore, effective_after},
+    core::{
+        Entry, Priority, PriorityAdd, PriorityDone, PriorityGet, PriorityQueueCore, effective_after,
+    },
     metrics::{PriorityQueueMetrics, Provider},
 };
 use crate::workqueue::{
-    Claim, DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, Error, ItemExponentialFailureRateLimiter,
-    RateLimiter, Release, UNFINISHED_WORK_UPDATE_PERIOD,
+    BuildError, Claim, ClaimQueue, DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY,
+    ItemExponentialFailureRateLimiter, RateLimiter, UNFINISHED_WORK_UPDATE_PERIOD,
     sync::{Mutex, MutexGuard, lock},
+    waiters::{Getters, wait_for},
 };
 
 /// How to add (upstream's `AddOpts`). The default is a plain add: ready now, priority 0.
@@ -141,7 +143,7 @@ struct Locked<T> {
 }
 
 impl<T: Eq + Hash + Clone> Locked<T> {
-    fn add(&mut self, key: T, after: Duration, priority: Option<Priority>) -> Add {
+    fn add(&mut self, key: T, after: Duration, priority: Option<Priority>) -> PriorityAdd {
         match &mut self.metrics {
             // The clock is read only for a delay (a clock read can cost more than the add).
             None => self.core.add(key, after, priority, Instant::now, &mut ()),
@@ -151,6 +153,10 @@ impl<T: Eq + Hash + Clone> Locked<T> {
             }
         }
     }
+}
+
+impl<T: Eq + Hash + Clone> Getters for Locked<T> {
+    type Out = Option<(T, Priority)>;
 
     /// `Some(Some(_))`: handed out. `Some(None)`: shut down. `None`: wait.
     fn get_now(&mut self) -> Option<Option<(T, Priority)>> {
@@ -159,10 +165,14 @@ impl<T: Eq + Hash + Clone> Locked<T> {
             Some(m) => self.core.get(&mut m.at(Instant::now())),
         };
         match got {
-            Get::Item(key, priority) => Some(Some((key, priority))),
-            Get::ShutDown => Some(None),
-            Get::Empty => None,
+            PriorityGet::Item(key, priority) => Some(Some((key, priority))),
+            PriorityGet::ShutDown => Some(None),
+            PriorityGet::Empty => None,
         }
+    }
+
+    fn waiting_getters(&mut self) -> &mut usize {
+        &mut self.waiting_getters
     }
 }
 
@@ -178,22 +188,16 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> PriorityQueue<T> {
 
     /// A queue called `name` (upstream's `New(name, opts...)`). Metrics are recorded when the
     /// name is not empty and `opts` has a provider.
-    pub fn with_opts(name: &str, opts: Opts<T>) -> Result<Self, Error> {
+    pub fn with_opts(name: &str, opts: Opts<T>) -> Result<Self, BuildError> {
         Self::with_core(name, opts, PriorityQueueCore::new())
     }
 
-    /// **Deliberately broken**: an unnamed queue whose core has `bug` (see [`Bug`]). It exists
-    /// so that the model checker and the book can show their detectors firing.
-    ///
-    /// # Panics
-    /// Outside a tokio runtime, as [`new`](Self::new).
-    pub fn with_bug(bug: Bug) -> Self {
-        Self::with_core("", Opts::default(), PriorityQueueCore::with_bug(bug))
-            .expect("PriorityQueue::with_bug needs a tokio runtime")
-    }
-
-    fn with_core(name: &str, opts: Opts<T>, core: PriorityQueueCore<T>) -> Result<Self, Error> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime {
+    fn with_core(
+        name: &str,
+        opts: Opts<T>,
+        core: PriorityQueueCore<T>,
+    ) -> Result<Self, BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime {
             what: "a priority queue",
         })?;
         let limiter = opts.rate_limiter.unwrap_or_else(|| {
@@ -284,30 +288,7 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
     /// Returns `None` at once after shutdown, even if keys are queued (no drain). Every `Some`
     /// must be followed by [`done`](Self::done); a [`Claim`] does that for you.
     pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
-        if let Some(r) = self.lock().get_now() {
-            return r;
-        }
-        let mut waiting = Waiting {
-            shared: &self.shared,
-            counted: false,
-        };
-        loop {
-            let mut notified = pin!(self.shared.getters.notified());
-            {
-                let mut s = self.lock();
-                if waiting.counted {
-                    s.waiting_getters -= 1;
-                    waiting.counted = false;
-                }
-                if let Some(r) = s.get_now() {
-                    return r;
-                }
-                notified.as_mut().enable();
-                s.waiting_getters += 1; // keeps P4: registered before the lock is released
-                waiting.counted = true;
-            }
-            notified.await;
-        }
+        wait_for(&self.shared.state, &self.shared.getters).await
     }
 
     /// [`get_with_priority`](Self::get_with_priority) without the priority.
@@ -333,7 +314,7 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
         if let Some(m) = &mut s.metrics {
             m.done(item, Instant::now());
         }
-        let wake = s.core.done(item) == Done::ReleasedReady && s.waiting_getters > 0;
+        let wake = s.core.done(item) == PriorityDone::ReleasedReady && s.waiting_getters > 0;
         drop(s);
         if wake {
             self.shared.getters.notify_one(); // keeps P4
@@ -459,21 +440,7 @@ async fn update_unfinished_work_loop<T: Eq + Hash + Clone>(
     }
 }
 
-/// Un-counts a waiting getter whose future is dropped while it waits (keeps P4).
-struct Waiting<'a, T> {
-    shared: &'a Shared<T>,
-    counted: bool,
-}
-
-impl<T> Drop for Waiting<'_, T> {
-    fn drop(&mut self) {
-        if self.counted {
-            lock(&self.shared.state).waiting_getters -= 1;
-        }
-    }
-}
-
-impl<T: Eq + Hash + Clone> Release<T> for PriorityQueue<T> {
+impl<T: Eq + Hash + Clone> ClaimQueue<T> for PriorityQueue<T> {
     fn release(&self, item: &T) {
         self.done(item);
     }

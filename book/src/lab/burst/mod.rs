@@ -50,7 +50,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
 
 use crate::lab::rig::{self, OBJECT, Storm, set_value, value_of};
-use controlloop::controller::{Context, Release, Request, Result as ReconcileResult};
+use controlloop::controller::{Context, ReconcileResult, Release, Request};
 
 pub use crate::lab::rig::{
     Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,

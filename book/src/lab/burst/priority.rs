@@ -17,9 +17,7 @@ use tokio::time::Instant;
 
 use super::{BurstError, Running};
 use crate::lab::rig::{Backend, ESSAY, Fixture, OBJECT, Storm, set_value, value_of};
-use controlloop::controller::{
-    Context, Controller, QueueKind, Release, Request, Result as ReconcileResult,
-};
+use controlloop::controller::{Context, Controller, QueueKind, ReconcileResult, Release, Request};
 
 /// What one release's controller did with the storm and the rest of its initial list.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -18,10 +18,9 @@ use tokio::sync::mpsc;
 
 use super::{BurstError, Params};
 use crate::lab::rig::{self, Informer, OBJECT, Recorder, value_of};
-use controlloop::cache::shared_informer::HandlerFuncs;
+use controlloop::cache::HandlerFuncs;
 use controlloop::controller::{
-    Context, Controller, Event, Request, Result as ReconcileResult,
-    handler::{EnqueueRequestForObject, EventHandler},
+    Context, Controller, EnqueueRequestForObject, Event, EventHandler, ReconcileResult, Request,
 };
 
 /// Which controller design a storm runs.

@@ -49,10 +49,8 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use controlloop::{
-    cache::shared_informer::{
-        DeletedObject, InformerOptions, ResourceEventHandler, SharedIndexInformer,
-    },
-    controller::{Context, Controller, Error, Request, Result as ReconcileResult},
+    cache::{DeletedObject, InformerOptions, ResourceEventHandler, SharedIndexInformer},
+    controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
     resources::Widget,
     workqueue::{RateLimitingQueue, default_controller_rate_limiter},
 };
@@ -214,7 +212,10 @@ pub fn start_level(
                     None => Command::Delete,
                 };
                 let key = request.key();
-                downstream.run(&key, command).await.map_err(Error::retry)?;
+                downstream
+                    .run(&key, command)
+                    .await
+                    .map_err(ReconcileError::retry)?;
                 Ok(ReconcileResult::done())
             }
         })

@@ -24,9 +24,9 @@ use tokio::{task::JoinHandle, time::Instant};
 use super::Setup;
 use crate::lab::edge::{Change, Command, Design, Downstream, Payload, Unavailable};
 use controlloop::{
-    cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{
-        Context, Controller, Error, Event, Request, RequestQueue, Result as ReconcileResult,
+        Context, Controller, Event, ReconcileError, ReconcileResult, Request, RequestQueue,
         predicate::Predicate,
     },
     resources::Widget,
@@ -186,7 +186,7 @@ pub fn start_level(
         .build(informer, move |request: Request, ctx: Context<Widget>| {
             let (world, hooks) = (world.clone(), hooks.clone());
             async move {
-                hooks.reconcile().map_err(Error::retry)?; // panics, or fails in an outage
+                hooks.reconcile().map_err(ReconcileError::retry)?; // panics, or fails in an outage
                 let command = match ctx.get(&request) {
                     Some(widget) => Command::Set(widget.spec.replicas), // the level, now
                     None => Command::Delete,
@@ -194,7 +194,7 @@ pub fn start_level(
                 world
                     .run(&request.key(), command)
                     .await
-                    .map_err(Error::retry)?;
+                    .map_err(ReconcileError::retry)?;
                 Ok(ReconcileResult::done())
             }
         })

@@ -30,10 +30,8 @@ use super::{Log, Runtime};
 use crate::lab::{resync::Setup, rig};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::shared_informer::{InformerOptions, SharedIndexInformer},
-    controller::{
-        Context, Controller, Request, Result as ReconcileResult, predicate::GenerationChanged,
-    },
+    cache::{InformerOptions, SharedIndexInformer},
+    controller::{Context, Controller, ReconcileResult, Request, predicate::GenerationChanged},
     resources::{Widget, WidgetSpec},
 };
 

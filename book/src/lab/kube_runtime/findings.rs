@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use super::semantics::start;
 use crate::lab::rig::{self, Backend, Fixture, OBJECT, value_of};
-use controlloop::controller::{Context, Controller, Release, Request, Result as ReconcileResult};
+use controlloop::controller::{Context, Controller, ReconcileResult, Release, Request};
 
 /// How many of `n` waiters on one store woke after it became ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use super::{Log, Runtime};
 use crate::lab::rig::{self, Backend, Fixture, OBJECT, value_of};
 use controlloop::controller::{
-    Context, Controller, Error, Reconciler, Release, Request, Result as ReconcileResult,
+    Context, Controller, ReconcileError, ReconcileResult, Reconciler, Release, Request,
 };
 
 /// A reconcile error for kube-runtime's reconcilers (it wants a `std::error::Error`).
@@ -166,7 +166,7 @@ impl Failures {
     }
 }
 
-/// **Error backoff.** Every reconciler fails its first `failures` runs, then succeeds. This
+/// **ReconcileError backoff.** Every reconciler fails its first `failures` runs, then succeeds. This
 /// crate's controller (at each release) retries through its release's default rate limiter
 /// (per key: 5 ms, doubling); kube-runtime's `error_policy` returns a fixed
 /// `Action::requeue(5 ms)` — unless the user builds a per-object backoff, as the third
@@ -184,7 +184,7 @@ pub fn error_backoff(failures: usize) -> Log {
                 let run = seen.record(Runtime::Controlloop(release), "run");
                 async move {
                     if run <= failures {
-                        Err(Error::retry("not yet")) // add_rate_limited: 5 ms, 10 ms, 20 ms…
+                        Err(ReconcileError::retry("not yet")) // add_rate_limited: 5 ms, 10 ms, 20 ms…
                     } else {
                         Ok(ReconcileResult::done()) // forget: the next failure starts at 5 ms
                     }

@@ -36,11 +36,12 @@ use tokio::time::{Instant, sleep_until};
 use crate::kit::snap;
 use crate::lab::rig;
 use controlloop::apiserver::{Cluster, Failure, ServerOptions};
-use controlloop::cache::shared_informer::{
-    HandlerFuncs, InformerOptions, SharedIndexInformer, Variant,
+use controlloop::cache::{
+    HandlerFuncs, InformerOptions, SharedIndexInformer,
+    broken::{self, Variant},
 };
 use controlloop::controller::{
-    Context, Controller, Error, Event, Request, Result as ReconcileResult,
+    Context, Controller, Event, ReconcileError, ReconcileResult, Request,
     predicate::{GenerationChanged, Predicate},
 };
 use controlloop::resources::Widget;
@@ -61,9 +62,8 @@ pub async fn timeline(setup: Setup) -> Report {
     create_at_generation_7(&widgets, "w", "red").await;
 
     // The informer, with a 10-hour resync period.
-    let mut options = InformerOptions::new(10 * HOUR);
-    options.variant = setup.variant;
-    let informer = Arc::new(SharedIndexInformer::new(widgets.clone(), options));
+    let options = InformerOptions::new(10 * HOUR);
+    let informer = Arc::new(broken::informer(widgets.clone(), options, setup.variant));
     // Beside the controller's handler, one that records what each update carries.
     let updates = Arc::new(Mutex::new(UpdateCounts::default()));
     let u = updates.clone();
@@ -81,7 +81,10 @@ pub async fn timeline(setup: Setup) -> Report {
         async move {
             let w = match setup.read {
                 Read::Cache => ctx.get(&req).map(|w| (*w).clone()),
-                Read::Live => api.get_opt(&req.name).await.map_err(Error::retry)?,
+                Read::Live => api
+                    .get_opt(&req.name)
+                    .await
+                    .map_err(ReconcileError::retry)?,
             };
             let seen = Reconcile::new(hours_since(t0), &req, w.as_ref());
             log.lock().push(seen);

@@ -18,10 +18,7 @@ use tokio::{
 
 use crate::lab::rig;
 use controlloop::apiserver::{Cluster, RequestRecord};
-use controlloop::cache::{
-    lister_watcher::ListerWatcher,
-    shared_informer::{SharedIndexInformer, Variant},
-};
+use controlloop::cache::{ListerWatcher, SharedIndexInformer, broken::Variant};
 use controlloop::controller::{
     Controller, Event, Release, Request,
     predicate::{GenerationChanged, Predicate},

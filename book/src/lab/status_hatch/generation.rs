@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use super::{ENABLED, NAMESPACE, WORK};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::shared_informer::{InformerOptions, SharedIndexInformer},
-    controller::{Context, Controller, Error, Request, Result as ReconcileResult},
+    cache::{InformerOptions, SharedIndexInformer},
+    controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
     resources::{PlainWidget, Widget, WidgetSpec},
 };
 
@@ -250,7 +250,7 @@ pub async fn observe_generation<K: Observed>(client: kube::Client) -> Loop {
                 let status = json!({ "observedGeneration": generation });
                 write_status(&api, &request.name, status)
                     .await
-                    .map_err(Error::retry)?;
+                    .map_err(ReconcileError::retry)?;
                 writes.fetch_add(1, Ordering::SeqCst);
                 Ok(ReconcileResult::done())
             }

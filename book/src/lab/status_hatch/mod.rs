@@ -50,9 +50,9 @@ pub mod generation;
 
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::shared_informer::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{
-        Context, Controller, Error, Request, Result as ReconcileResult, predicate::Predicate,
+        Context, Controller, ReconcileError, ReconcileResult, Request, predicate::Predicate,
     },
     resources::{Widget, WidgetSpec},
 };
@@ -164,7 +164,7 @@ pub async fn hatch_reconcile(
     counts: Arc<HatchCounts>,
     request: Request,
     ctx: Context<Widget>,
-) -> Result<ReconcileResult, Error> {
+) -> Result<ReconcileResult, ReconcileError> {
     let Some(widget) = ctx.get(&request) else {
         return Ok(ReconcileResult::done()); // gone: nothing to do
     };
@@ -189,7 +189,7 @@ pub async fn hatch_reconcile(
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(Error::retry)?;
+        .map_err(ReconcileError::retry)?;
     counts.wrote(&written);
     Ok(ReconcileResult::done())
 }

@@ -21,11 +21,54 @@
 //! 1. A detector's holder count for a key is the number of reconciles of that key in flight.
 //! 2. Every run joins all its workers before it returns its [`Counts`] (with a bounded wait).
 
+use std::{future::Future, ops::Deref};
+
+use controlloop::workqueue::{Claim, broken::QueueWithoutProcessingSet};
+
 use crate as controlloop_book;
 use crate::kit::{
     band::{Band, InBand},
     measured, snap,
 };
+
+/// The calls the harness makes on a queue: the faithful [`Queue`] and the deliberately broken
+/// [`QueueWithoutProcessingSet`] both answer them.
+pub trait WorkQueue: Clone + Send + Sync + 'static {
+    /// What a worker holds while it reconciles: releasing it is `done`.
+    type Claim: Deref<Target = usize> + Send;
+    /// Queues `key`.
+    fn add(&self, key: usize);
+    /// Waits for a key; `None` once shut down and drained.
+    fn claim(&self) -> impl Future<Output = Option<Self::Claim>> + Send;
+    /// Stops handing out new work once what is queued is drained.
+    fn shut_down(&self);
+}
+
+impl WorkQueue for Queue<usize> {
+    type Claim = Claim<usize, Queue<usize>>;
+    fn add(&self, key: usize) {
+        Queue::add(self, key);
+    }
+    fn claim(&self) -> impl Future<Output = Option<Self::Claim>> + Send {
+        Queue::claim(self)
+    }
+    fn shut_down(&self) {
+        Queue::shut_down(self);
+    }
+}
+
+impl WorkQueue for QueueWithoutProcessingSet<usize> {
+    type Claim = Claim<usize, QueueWithoutProcessingSet<usize>>;
+    fn add(&self, key: usize) {
+        QueueWithoutProcessingSet::add(self, key);
+    }
+    fn claim(&self) -> impl Future<Output = Option<Self::Claim>> + Send {
+        QueueWithoutProcessingSet::claim(self)
+    }
+    fn shut_down(&self) {
+        QueueWithoutProcessingSet::shut_down(self);
+    }
+}
 
 // book: ch01_harness
 use controlloop::workqueue::Queue;
@@ -97,7 +140,7 @@ impl Detector {
 }
 
 /// A worker on the queue: claim a key, reconcile it, release it (dropping the claim is `done`).
-pub async fn queue_worker(queue: Queue<usize>, detector: Arc<Detector>, cost: Cost) {
+pub async fn queue_worker(queue: impl WorkQueue, detector: Arc<Detector>, cost: Cost) {
     while let Some(claim) = queue.claim().await {
         detector.reconcile(*claim, cost(*claim)).await;
     }
@@ -119,7 +162,7 @@ pub async fn channel_worker(
 /// One run through `queue`: the workers claim keys while this task adds `adds` keys
 /// round-robin, one every `gap` (`None`: as fast as it can), then shuts the queue down.
 pub async fn through_queue(
-    queue: Queue<usize>,
+    queue: impl WorkQueue,
     adds: usize,
     gap: Option<Duration>,
     cost: Cost,
@@ -169,7 +212,7 @@ pub async fn through_channel(adds: usize, gap: Option<Duration>, cost: Cost) -> 
 pub fn ch01_contention_virtual() {
     controlloop_book::lab::rig::paused(async {
         // book: ch01_contention_virtual
-        use controlloop::workqueue::Queue;
+        use controlloop::workqueue::{Queue, broken::QueueWithoutProcessingSet};
         use controlloop_book::lab::workqueue::contention::{KEYS, through_channel, through_queue};
         use std::time::Duration;
         // Each of 64 objects changes once every 64 ms: one add per millisecond, round-robin.
@@ -180,7 +223,7 @@ pub fn ch01_contention_virtual() {
         }
 
         let queue = through_queue(Queue::new(), adds, gap, cost).await;
-        let broken = through_queue(Queue::without_processing_set(), adds, gap, cost).await;
+        let broken = through_queue(QueueWithoutProcessingSet::new(), adds, gap, cost).await;
         let channel = through_channel(adds, gap, cost).await;
 
         // Durable: the queue never hands a held key to a second worker...
