@@ -115,27 +115,27 @@ impl ReflectorStore<ConfigMap> for Counting {
     fn add(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .add(Arc::new(obj))
-            .map_err(|e| ReflectorStoreError(e.to_string()))?;
+            .map_err(ReflectorStoreError::from)?;
         self.applied.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn update(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .update(Arc::new(obj))
-            .map_err(|e| ReflectorStoreError(e.to_string()))?;
+            .map_err(ReflectorStoreError::from)?;
         self.applied.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn delete(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
         self.store
             .delete(&obj)
-            .map_err(|e| ReflectorStoreError(e.to_string()))
+            .map_err(ReflectorStoreError::from)
     }
     fn replace(&self, list: Vec<ConfigMap>, rv: String) -> Result<(), ReflectorStoreError> {
         let list = list.into_iter().map(Arc::new).collect();
         self.store
             .replace(list, &rv)
-            .map_err(|e| ReflectorStoreError(e.to_string()))
+            .map_err(ReflectorStoreError::from)
     }
     fn resync(&self) -> Result<(), ReflectorStoreError> {
         Ok(())

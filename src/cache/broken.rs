@@ -150,7 +150,7 @@ impl<K: Object> ReflectorStore<K> for RefusesResync<K> {
     }
     fn resync(&self) -> Result<(), ReflectorStoreError> {
         // the mistake: no replay of the cache; the reflector relists instead
-        Err(ReflectorStoreError("a resync relists".into()))
+        Err(ReflectorStoreError::Refused("a resync relists".into()))
     }
     fn bookmark(&self, resource_version: &str) {
         ReflectorStore::bookmark(&self.0, resource_version);

@@ -88,10 +88,11 @@ use super::{
 };
 use crate::{
     cache::{
-        HandlerRegistration, ListerWatcher, Object, SharedIndexInformer, Store, panic_message,
+        HandlerRegistration, InformerError, ListerWatcher, Object, SharedIndexInformer, Store,
+        panic_message,
     },
     features::klog,
-    workqueue::{Claim, RateLimiter},
+    workqueue::{BuildError, Claim, RateLimiter},
 };
 
 /// One queue call the controller makes for a result, in the order it makes them.
@@ -174,10 +175,10 @@ pub enum ControllerError {
     NoName,
     /// The informer refused the handler (it has stopped).
     #[error("cannot watch: {0}")]
-    Watch(String),
+    Watch(#[source] InformerError),
     /// Building the queue failed (no tokio runtime).
     #[error("cannot build the queue: {0}")]
-    Queue(String),
+    Queue(#[source] BuildError),
     /// The cache did not sync in time (upstream's `CacheSyncTimeout`).
     #[error("timed out after {0:?} waiting for the cache to sync")]
     CacheSyncTimeout(Duration),
@@ -293,7 +294,7 @@ impl<K: Object + Clone> Builder<K> {
             .rate_limiter
             .unwrap_or_else(|| kind.default_rate_limiter());
         let queue = RequestQueue::new(kind, &self.name, limiter, self.queue_metrics)
-            .map_err(|e| ControllerError::Queue(e.to_string()))?;
+            .map_err(ControllerError::Queue)?;
         let metrics = Arc::new(ControllerMetrics::default());
         let source = Source {
             predicates: self.predicates,
@@ -303,7 +304,7 @@ impl<K: Object + Clone> Builder<K> {
         };
         let registration = informer
             .add_event_handler(source)
-            .map_err(|e| ControllerError::Watch(e.to_string()))?;
+            .map_err(ControllerError::Watch)?;
         Ok(Controller {
             inner: Arc::new(Inner {
                 name: self.name,

@@ -64,7 +64,7 @@ pub struct QueueConfig {
 }
 
 /// Why a queue could not be built.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
     /// The queue needs a background task but was built outside a tokio runtime.
     #[error("{what} needs a tokio runtime for its background task; build it inside one")]

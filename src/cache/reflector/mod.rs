@@ -99,8 +99,17 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Box<S> {
 
 /// A store refused an object (upstream only logs these).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("store error: {0}")]
-pub struct ReflectorStoreError(pub String);
+pub enum ReflectorStoreError {
+    /// A FIFO refused it.
+    #[error("the FIFO refused the object: {0}")]
+    Fifo(#[from] FifoError),
+    /// Its key could not be computed.
+    #[error("the store refused the object: {0}")]
+    Key(#[from] super::KeyError),
+    /// The store refused it for a reason of its own.
+    #[error("store error: {0}")]
+    Refused(String),
+}
 
 /// A reflector's settings.
 #[derive(Clone)]
@@ -718,12 +727,6 @@ use super::meta_namespace_key as object_key;
 
 fn resource_version<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap_or_default()
-}
-
-impl From<FifoError> for ReflectorStoreError {
-    fn from(e: FifoError) -> Self {
-        ReflectorStoreError(e.to_string())
-    }
 }
 
 /// The FIFOs are reflector stores: each object is wrapped in the `Arc` the informer's cache
