@@ -1,15 +1,14 @@
 //! Every tolerance band the book's experiments pin, in one table.
 //!
-//! A run-specific number is checked against a [`Band`] whose basis says how
-//! it was measured. The bands live next to the experiments that check them; this module lists
-//! them all, so that the chapter "What varies, and what was not verified" prints the table from
-//! the same constants the checks use, and a moved band shows up there as a snapshot diff.
+//! A run-specific number is checked against a [`Band`] whose basis says how it was measured.
+//! The bands live next to the experiments that check them (each chapter module's `BANDS`,
+//! listed in [`crate::lab::MODULES`]); this module lists them all, so that the chapter "What
+//! varies, and what was not verified" prints the table from the same constants the checks use,
+//! and a moved band shows up there as a snapshot diff.
 
 use std::fmt::Display;
 
 use crate::kit::band::Band;
-
-use crate::lab::{burst, faults, kube_runtime, workqueue};
 
 /// One pinned band, for the table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -24,37 +23,29 @@ pub struct Pinned {
     pub basis: &'static str,
 }
 
-fn pinned<T: Display>(name: &'static str, chapter: &'static str, band: Band<T>) -> Pinned {
-    Pinned {
-        name,
-        chapter,
-        accepts: band.to_string(),
-        basis: band.basis,
-    }
+/// A chapter's bands, named, as the table shows them.
+pub fn pinned<T: Display + Copy>(
+    bands: &[(&'static str, Band<T>)],
+    chapter: &'static str,
+) -> Vec<Pinned> {
+    bands
+        .iter()
+        .map(|&(name, band)| Pinned {
+            name,
+            chapter,
+            accepts: band.to_string(),
+            basis: band.basis,
+        })
+        .collect()
 }
 
-/// Every band, in chapter order.
+/// Every band, in chapter order: each chapter module's bands, as [`crate::lab::MODULES`] lists
+/// them.
 pub fn all() -> Vec<Pinned> {
-    let mut v: Vec<Pinned> = workqueue::contention::bands::ALL
+    crate::lab::MODULES
         .iter()
-        .map(|(name, band)| pinned(name, "01-two-small-sets.md", *band))
-        .collect();
-    v.extend(
-        burst::bands::ALL
-            .iter()
-            .map(|(name, band)| pinned(name, "06-deduplication.md", *band)),
-    );
-    v.extend(
-        kube_runtime::bands::ALL
-            .iter()
-            .map(|(name, band)| pinned(name, "11-what-carries-over-to-kube-rs.md", *band)),
-    );
-    v.push(pinned(
-        "SLOW_HANDLER_RECONCILES",
-        "12-watches-are-the-optimisation.md",
-        faults::SLOW_HANDLER_RECONCILES,
-    ));
-    v
+        .flat_map(|m| (m.bands)(m.chapter))
+        .collect()
 }
 
 /// Chapter 10's table of every band: its name, the chapter that checks it, what it accepts

@@ -117,7 +117,7 @@ chapters! {
         ch09_drills => lab::drills::experiment,
     ],
     ch10_what_varies = "10-what-varies.md" [
-        ch10_bands => crate::lab::bands::experiment,
+        ch10_bands => lab::bands::experiment,
     ],
     ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
         ch11_virtual => lab::kube_runtime::ch11::run_virtual,

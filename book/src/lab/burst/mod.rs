@@ -55,6 +55,7 @@ use controlloop::controller::{Context, Release, Request, Result as ReconcileResu
 pub use crate::lab::rig::{
     Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,
 };
+pub use bands::ALL as BANDS;
 pub use controlloop::controller::Controller;
 pub use report::{Report, Table, millis as report_millis};
 pub use variants::{

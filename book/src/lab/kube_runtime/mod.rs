@@ -56,6 +56,9 @@ pub mod findings;
 pub mod semantics;
 pub mod storm;
 
+/// The bands chapter 11's real-clock runs pin (chapter 10's table).
+pub use bands::ALL as BANDS;
+
 use std::{fmt::Write as _, sync::Arc, time::Duration};
 
 use futures::{Stream, StreamExt};
