@@ -70,9 +70,10 @@ struct Registration {
     files: Vec<String>,
     /// `chapters/SUMMARY.md`: the chapters it links, in its order (mdBook builds these).
     summary: Vec<String>,
-    /// `book/src/press/chapters.rs`: each registered chapter, in its order, and whether it
-    /// registers an experiment (`cargo test` runs the chapter, `cargo run` its experiments).
-    registry: Vec<(String, bool)>,
+    /// `book/src/press/chapters.rs`: each registered chapter, in its order, and the experiment
+    /// module it names (`in NAME`) if it runs experiments (`cargo test` runs the chapter,
+    /// `cargo run` its experiments).
+    registry: Vec<(String, Option<String>)>,
     /// `book/src/lab/mod.rs`, `MODULES`: each chapter's experiment module, as (chapter, module).
     modules: Vec<(String, String)>,
     /// `book/src/lab/mod.rs`: the modules it declares (`pub mod NAME;`).
@@ -93,7 +94,7 @@ impl Registration {
                 .collect(),
             registry: controlloop_book::press::chapters()
                 .iter()
-                .map(|c| (c.file.to_owned(), !c.experiments.is_empty()))
+                .map(|c| (c.file.to_owned(), c.lab.map(str::to_owned)))
                 .collect(),
             modules: controlloop_book::lab::MODULES
                 .iter()
@@ -153,7 +154,7 @@ impl Registration {
         let with_experiments: BTreeSet<String> = self
             .registry
             .iter()
-            .filter(|(_, runs)| *runs)
+            .filter(|(_, lab)| lab.is_some())
             .map(|(c, _)| c.clone())
             .collect();
         missing(
@@ -173,6 +174,17 @@ impl Registration {
             &declared,
             "named in lab::MODULES, but book/src/lab/mod.rs declares no such module",
         );
+        for (chapter, lab) in &self.registry {
+            let listed = self.modules.iter().find(|(c, _)| c == chapter);
+            if let (Some(lab), Some((_, module))) = (lab, listed)
+                && lab != module
+            {
+                problems.push(format!(
+                    "{chapter}: its experiments are in `{lab}` (book/src/press/chapters.rs), \
+                     but lab::MODULES lists `{module}`"
+                ));
+            }
+        }
         let in_order = |of: &[String], against: &[String]| {
             let common: BTreeSet<&String> = of.iter().filter(|c| against.contains(c)).collect();
             let keep = |v: &[String]| -> Vec<String> {
@@ -257,6 +269,15 @@ fn the_registration_check_fires_on_a_chapter_missing_from_each_place() {
     fires(
         broken(&|r| r.modules.reverse()),
         &["lab::MODULES and book/src/press/chapters.rs disagree on order"],
+    );
+    fires(
+        broken(&|r| {
+            let entry = r.registry.iter_mut().find(|(c, _)| c == chapter).unwrap();
+            entry.1 = Some("edge".into());
+        }),
+        &[
+            "its experiments are in `edge` (book/src/press/chapters.rs), but lab::MODULES lists `faults`",
+        ],
     );
 }
 

@@ -3,15 +3,19 @@
 //! [`rig`] starts the paused or real runtime, the embedded cluster and an informer on it, writes
 //! to an object, records what reconcilers observed, and runs a design's controller process: the
 //! lines a chapter block hides because they do not carry its claim, and the ones every chapter
-//! on designs shares. Every other module holds one chapter's experiments (chapters 01 and 02
-//! share the workqueue's) as functions that `cargo run` runs (registered in
-//! [`mod@crate::press::chapters`]): each runs the experiment, checks every durable claim, and
-//! records its results through [`crate::kit::snap`] exactly as the chapter does, so the page and
-//! the run can never disagree about what was measured. An experiment imports the rig, chapter
-//! 07's designs ([`edge`]) when it runs them, and the ports; never another chapter's module.
+//! on designs shares.
 //!
-//! [`MODULES`] says which chapter each module serves and which bands it pins: chapter 10 prints
-//! those bands, and `book/tests/book_layout.rs` holds the list to the registry and to
+//! Every other module holds one chapter's experiments (chapters 01 and 02 share the
+//! workqueue's), in one shape: a folder `lab/NAME/` whose `mod.rs` first names the chapter it
+//! serves; at its root, the functions the registry ([`mod@crate::press::chapters`]) names for
+//! `cargo run`, each of which runs an experiment, checks every durable claim, and records its
+//! results through [`crate::kit::snap`] exactly as the chapter does, so the page and the run
+//! can never disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
+//! experiment imports the rig, chapter 07's two designs ([`edge`]) when it runs them, and the
+//! ports; never another chapter's module.
+//!
+//! [`MODULES`] says which chapter each module serves and whether it pins bands: chapter 10
+//! prints those bands, and `book/tests/book_layout.rs` holds the list to the registry and to
 //! `chapters/SUMMARY.md`. A new chapter's module is declared below and listed there.
 //!
 //! Only [`rig`] is documented API. The experiment modules are public so that the chapters' blocks

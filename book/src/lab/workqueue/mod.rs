@@ -45,8 +45,13 @@ pub mod coalescing;
 pub mod contention;
 pub mod cycles;
 
+pub use backoff::{
+    ch02_bucket, ch02_default_limiter, ch02_done_without_forget, ch02_forget_without_done,
+};
+pub use coalescing::{ch01_coalescing, ch01_controller_queue};
 /// The bands chapter 01's real-clock contention run pins (chapter 10's table).
 pub use contention::bands::ALL as BANDS;
+pub use contention::{ch01_contention_real, ch01_contention_virtual, ch01_essay};
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Every tolerance band the book's experiments pin, in one table.
+//! Chapter 10's experiment: every tolerance band the book's experiments pin, in one table.
 //!
 //! A run-specific number is checked against a [`Band`] whose basis says how it was measured.
 //! The bands live next to the experiments that check them (each chapter module's `BANDS`,
