@@ -14,7 +14,7 @@
 //!
 //! Its pieces, each once:
 //! - the clock: [`paused`] (tokio's virtual time) or [`real`], [`within`] around every await
-//!   that could hang, and [`settle`], which waits for quiet on the runtime's clock;
+//!   that could hang, [`settle`], which waits for quiet on the runtime's clock, and [`HOUR`];
 //! - the cluster ([`Backend`], [`Target`], and [`Fixture`], a cluster with an informer running
 //!   on it): the subject is one ConfigMap whose `data.value` is a counter, and ConfigMaps exist
 //!   on every cluster, so the same experiment runs against the embedded server and against a
@@ -25,10 +25,12 @@
 //!   keeps a storm's controller on its one object;
 //! - the controller process ([`Process`]): an informer on the widgets of [`NAMESPACE`] and the
 //!   controller a design ([`Subject`]) builds on it, which the chapters on designs (07, 08 and
-//!   12) kill and start again.
+//!   12) kill and start again; and [`Running`], an informer and a controller run until
+//!   stopped gracefully, on any lister-watcher (chapters 04 and 05).
 
 mod cluster;
 mod process;
+mod running;
 mod storm;
 
 use std::{path::PathBuf, time::Duration};
@@ -39,7 +41,11 @@ pub use cluster::{
     Backend, Fixture, Informer, NAMESPACE, Named, OBJECT, Target, object, set_value, value_of,
 };
 pub use process::{Process, Subject};
+pub use running::Running;
 pub use storm::{Burst, ESSAY, Observation, Recorder, Storm, write_burst};
+
+/// One virtual hour.
+pub const HOUR: Duration = Duration::from_secs(3600);
 
 /// Runs `future` to completion on a current-thread runtime whose clock is paused (tokio's
 /// virtual time): sleeps and timeouts take no real time and fire in a fixed order, so a run is
