@@ -565,6 +565,24 @@ fn the_mirror_check_fires_on_a_changed_line_a_missing_region_and_an_unshown_one(
     the_one_problem(&chapter_mirrors(), &lost, "which the crate marks 0 times");
     let unshown = without(chapter_mirrors(), name);
     the_one_problem(&unshown, &crate_mirrors(), "is shown by no chapter block");
+    // A region two chapters show (the rig's process: chapters 07 and 08), one copy drifted.
+    let shared = "rig_process";
+    let mut drifted = chapter_mirrors();
+    let copies = drifted.iter().filter(|m| m.name == shared).count();
+    assert_eq!(copies, 2, "`{shared}` is shown by chapters 07 and 08");
+    let m = drifted.iter_mut().rev().find(|m| m.name == shared).unwrap();
+    let line = m
+        .lines
+        .iter()
+        .position(|l| l.contains("t.abort();"))
+        .unwrap();
+    m.lines[line] = m.lines[line].replace("t.abort();", "t.abort(); t.abort();");
+    the_one_problem(&drifted, &crate_mirrors(), "`rig_process` differs");
+    the_one_problem(
+        &drifted,
+        &crate_mirrors(),
+        "08-where-the-rule-is-written.md",
+    );
 }
 
 #[test]
