@@ -479,8 +479,9 @@ mod tests {
         assert_eq!(delays[18], Duration::from_secs(1000), "capped at 1000 s");
     }
 
-    /// Unarmed, a design is chapter 07's: no predicate of its own that filters, the
-    /// release's queue, and the edge queue on client-go's default controller limiter.
+    /// Unarmed, a design is chapter 07's (keeps I2): hooks that do nothing, controller-runtime
+    /// v0.24 with its own default limiter for the level controller, and client-go's default
+    /// controller limiter for the payload queue.
     #[test]
     fn the_default_config_is_controller_runtimes_defaults() {
         let c = Config::workers(2);
