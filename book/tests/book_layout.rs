@@ -545,21 +545,28 @@ fn without(side: Vec<Mirrored>, name: &str) -> Vec<Mirrored> {
     side.into_iter().filter(|m| m.name != name).collect()
 }
 
+/// The chapter side with one line of the `copy`-th block showing `name` changed: `from`
+/// replaced by `to` on the first line that contains it.
+fn drifted(name: &str, copy: usize, from: &str, to: &str) -> Vec<Mirrored> {
+    let mut side = chapter_mirrors();
+    let m = side
+        .iter_mut()
+        .filter(|m| m.name == name)
+        .nth(copy)
+        .unwrap();
+    let line = m.lines.iter().position(|l| l.contains(from)).unwrap();
+    m.lines[line] = m.lines[line].replace(from, to);
+    side
+}
+
 #[test]
 fn the_mirror_check_fires_on_a_changed_line_a_missing_region_and_an_unshown_one() {
     let name = "ch06_storm";
     assert!(crate_mirrors().iter().any(|c| c.name == name));
     // A chapter whose copy of one line drifted from the crate's.
-    let mut drifted = chapter_mirrors();
-    let m = drifted.iter_mut().find(|m| m.name == name).unwrap();
-    let line = m
-        .lines
-        .iter()
-        .position(|l| l.contains("for value in 1..=writes"))
-        .unwrap();
-    m.lines[line] = m.lines[line].replace("1..=writes", "2..=writes");
-    the_one_problem(&drifted, &crate_mirrors(), "`ch06_storm` differs");
-    the_one_problem(&drifted, &crate_mirrors(), "+for value in 2..=writes {");
+    let drift = drifted(name, 0, "1..=writes", "2..=writes");
+    the_one_problem(&drift, &crate_mirrors(), "`ch06_storm` differs");
+    the_one_problem(&drift, &crate_mirrors(), "+for value in 2..=writes {");
     // A crate that lost the region a chapter shows, and a region no chapter shows.
     let lost = without(crate_mirrors(), name);
     the_one_problem(&chapter_mirrors(), &lost, "which the crate marks 0 times");
@@ -567,22 +574,14 @@ fn the_mirror_check_fires_on_a_changed_line_a_missing_region_and_an_unshown_one(
     the_one_problem(&unshown, &crate_mirrors(), "is shown by no chapter block");
     // A region two chapters show (the rig's process: chapters 07 and 08), one copy drifted.
     let shared = "rig_process";
-    let mut drifted = chapter_mirrors();
-    let copies = drifted.iter().filter(|m| m.name == shared).count();
-    assert_eq!(copies, 2, "`{shared}` is shown by chapters 07 and 08");
-    let m = drifted.iter_mut().rev().find(|m| m.name == shared).unwrap();
-    let line = m
-        .lines
+    let copies = chapter_mirrors()
         .iter()
-        .position(|l| l.contains("t.abort();"))
-        .unwrap();
-    m.lines[line] = m.lines[line].replace("t.abort();", "t.abort(); t.abort();");
-    the_one_problem(&drifted, &crate_mirrors(), "`rig_process` differs");
-    the_one_problem(
-        &drifted,
-        &crate_mirrors(),
-        "08-where-the-rule-is-written.md",
-    );
+        .filter(|m| m.name == shared)
+        .count();
+    assert_eq!(copies, 2, "`{shared}` is shown by chapters 07 and 08");
+    let drift = drifted(shared, 1, "t.abort();", "t.abort(); t.abort();");
+    the_one_problem(&drift, &crate_mirrors(), "`rig_process` differs");
+    the_one_problem(&drift, &crate_mirrors(), "08-where-the-rule-is-written.md");
 }
 
 #[test]
