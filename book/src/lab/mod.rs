@@ -11,8 +11,11 @@
 //! `cargo run`, each of which runs an experiment, checks every durable claim, and records its
 //! results through [`crate::kit::snap`] exactly as the chapter does, so the page and the run
 //! can never disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
-//! experiment imports the rig, chapter 07's two designs ([`edge`]) when it runs them, and the
-//! ports; never another chapter's module.
+//! experiment stands on the rig, on chapter 07's two designs ([`edge`]) when it runs them, and
+//! on the ports. It takes nothing else from another chapter's module, except the experiment it
+//! compares with: chapter 11 reruns chapter 06's storm (with its parameters and report) and
+//! chapter 04's resync beside kube-runtime, and chapter 13 reruns four experiments of chapters
+//! 01, 02 and 04 on both releases.
 //!
 //! [`MODULES`] says which chapter each module serves and whether it pins bands: chapter 10
 //! prints those bands, and `book/tests/book_layout.rs` holds the list to the registry and to
