@@ -127,9 +127,7 @@ impl ReflectorStore<ConfigMap> for Counting {
         Ok(())
     }
     fn delete(&self, obj: ConfigMap) -> Result<(), ReflectorStoreError> {
-        self.store
-            .delete(&obj)
-            .map_err(ReflectorStoreError::from)
+        self.store.delete(&obj).map_err(ReflectorStoreError::from)
     }
     fn replace(&self, list: Vec<ConfigMap>, rv: String) -> Result<(), ReflectorStoreError> {
         let list = list.into_iter().map(Arc::new).collect();

@@ -1,14 +1,16 @@
 //! Guards for the book's wiring: what `cargo test` runs, what mdBook shows, and what the
 //! snapshots folder holds must be the same set of things.
 //!
-//! `book/src/press/chapters.rs` registers each chapter (a doctest module and its experiments). These
-//! tests check that every `chapters/*.md` is registered there (a chapter nobody lists is never tested) and listed in
-//! SUMMARY.md (and each SUMMARY entry exists), that every snapshot include resolves, that every
-//! snapshot is shown by some chapter, that no chapter contains a code fence rustdoc would
-//! silently compile as Rust, and that every chapter block marked `# // book: NAME` is, line for
-//! line, the crate code between `// book: NAME` and `// book: end NAME` that
-//! `cargo run` runs. Every chapter that shows a snapshot must register an experiment
-//! that records it.
+//! A chapter is registered in three places besides its own file, its snapshots and its lab
+//! module: `chapters/SUMMARY.md` (the site), `book/src/press/chapters.rs` (a doctest module and
+//! its experiments) and `book/src/lab/mod.rs` (its experiment module, and the bands it pins).
+//! These tests check that every `chapters/*.md` is registered in all three (a chapter nobody
+//! lists is never tested) and that no place lists a chapter or a module the others lack, that
+//! every snapshot include resolves, that every snapshot is shown by some chapter, that no
+//! chapter contains a code fence rustdoc would silently compile as Rust, and that every chapter
+//! block marked `# // book: NAME` is, line for line, the crate code between `// book: NAME` and
+//! `// book: end NAME` that `cargo run` runs. Every chapter that shows a snapshot must register
+//! an experiment that records it.
 
 use std::{
     collections::BTreeSet,
@@ -32,16 +34,6 @@ fn chapters() -> Vec<PathBuf> {
 
 fn name(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-/// The `(target.md)` links in SUMMARY.md.
-fn summary_links() -> BTreeSet<String> {
-    let summary = fs::read_to_string(Path::new(ROOT).join("chapters/SUMMARY.md")).unwrap();
-    summary
-        .split("](")
-        .skip(1)
-        .map(|rest| rest.split(')').next().unwrap().to_owned())
-        .collect()
 }
 
 /// Every `{{#include PATH...}}` in a chapter, as (chapter, PATH without its line range).
@@ -70,58 +62,222 @@ fn every_chapter_is_named_nn_name_md() {
     }
 }
 
-#[test]
-fn the_registry_runs_exactly_the_chapter_files_as_doctests() {
-    // `book::chapters!` makes one doctest module per registered chapter, so a chapter file
-    // missing from the registry is never run by `cargo test`.
-    let registered: BTreeSet<String> = controlloop_book::press::chapters()
-        .iter()
-        .map(|c| c.file.to_owned())
-        .collect();
-    let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
-    let unwired: Vec<_> = files.difference(&registered).collect();
-    let missing: Vec<_> = registered.difference(&files).collect();
-    assert!(
-        unwired.is_empty(),
-        "chapters never run by `cargo test` (add them to book/src/press/chapters.rs): {unwired:?}"
-    );
-    assert!(
-        missing.is_empty(),
-        "book/src/press/chapters.rs registers chapters that do not exist: {missing:?}"
-    );
+/// Every place a chapter is registered, besides its own file, its snapshots and its lab module.
+/// Adding a chapter touches these three files and no other.
+#[derive(Clone)]
+struct Registration {
+    /// The chapter files in `chapters/`, SUMMARY.md aside.
+    files: Vec<String>,
+    /// `chapters/SUMMARY.md`: the chapters it links, in its order (mdBook builds these).
+    summary: Vec<String>,
+    /// `book/src/press/chapters.rs`: each registered chapter, in its order, and the experiment
+    /// module it names (`in NAME`) if it runs experiments (`cargo test` runs the chapter,
+    /// `cargo run` its experiments).
+    registry: Vec<(String, Option<String>)>,
+    /// `book/src/lab/mod.rs`, `MODULES`: each chapter's experiment module, as (chapter, module).
+    modules: Vec<(String, String)>,
+    /// `book/src/lab/mod.rs`: the modules it declares (`pub mod NAME;`).
+    declared: Vec<String>,
 }
 
-#[test]
-fn the_registry_lists_chapters_in_summary_order() {
-    let summary = fs::read_to_string(Path::new(ROOT).join("chapters/SUMMARY.md")).unwrap();
-    let in_summary: Vec<String> = summary
-        .split("](")
-        .skip(1)
-        .map(|rest| rest.split(')').next().unwrap().to_owned())
-        .collect();
-    let registered: Vec<String> = controlloop_book::press::chapters()
-        .iter()
-        .map(|c| c.file.to_owned())
-        .collect();
-    assert_eq!(
-        registered, in_summary,
-        "book/src/press/chapters.rs and SUMMARY.md disagree on order"
-    );
+impl Registration {
+    /// The registration as the tree has it.
+    fn read() -> Registration {
+        let summary = fs::read_to_string(Path::new(ROOT).join("chapters/SUMMARY.md")).unwrap();
+        let lab = fs::read_to_string(Path::new(ROOT).join("book/src/lab/mod.rs")).unwrap();
+        Registration {
+            files: chapters().iter().map(|p| name(p)).collect(),
+            summary: summary
+                .split("](")
+                .skip(1)
+                .map(|rest| rest.split(')').next().unwrap().to_owned())
+                .collect(),
+            registry: controlloop_book::press::chapters()
+                .iter()
+                .map(|c| (c.file.to_owned(), c.lab.map(str::to_owned)))
+                .collect(),
+            modules: controlloop_book::lab::MODULES
+                .iter()
+                .map(|m| (m.chapter.to_owned(), m.name.to_owned()))
+                .collect(),
+            declared: lab
+                .lines()
+                .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    /// One message per chapter (or module) registered in one place but not in another, and
+    /// per pair of lists that disagree on the chapters' order; empty when all agree.
+    fn problems(&self) -> Vec<String> {
+        let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<String>>();
+        let files = set(&self.files);
+        let summary = set(&self.summary);
+        let registered: Vec<String> = self.registry.iter().map(|(c, _)| c.clone()).collect();
+        let registry = set(&registered);
+        let served: Vec<String> = self.modules.iter().map(|(c, _)| c.clone()).collect();
+        let served_set = set(&served);
+        let names = set(&self
+            .modules
+            .iter()
+            .map(|(_, m)| m.clone())
+            .collect::<Vec<_>>());
+        let declared = set(&self.declared);
+        let mut problems = Vec::new();
+        let mut missing = |from: &BTreeSet<String>, absent: &BTreeSet<String>, what: &str| {
+            for x in from.difference(absent) {
+                problems.push(format!("{x}: {what}"));
+            }
+        };
+        missing(
+            &files,
+            &registry,
+            "never run by `cargo test`: add it to book/src/press/chapters.rs",
+        );
+        missing(
+            &registry,
+            &files,
+            "registered in book/src/press/chapters.rs, but no such chapter",
+        );
+        missing(&files, &summary, "missing from chapters/SUMMARY.md");
+        missing(
+            &summary,
+            &files,
+            "linked from chapters/SUMMARY.md, but no such chapter",
+        );
+        missing(
+            &served_set,
+            &registry,
+            "served by a module in lab::MODULES, but not registered",
+        );
+        let with_experiments: BTreeSet<String> = self
+            .registry
+            .iter()
+            .filter(|(_, lab)| lab.is_some())
+            .map(|(c, _)| c.clone())
+            .collect();
+        missing(
+            &with_experiments,
+            &served_set,
+            "registers experiments, but book/src/lab/mod.rs lists no module for it (MODULES)",
+        );
+        let undeclared: BTreeSet<String> =
+            declared.iter().filter(|m| *m != "rig").cloned().collect();
+        missing(
+            &undeclared,
+            &names,
+            "declared in book/src/lab/mod.rs, but serves no chapter in MODULES",
+        );
+        missing(
+            &names,
+            &declared,
+            "named in lab::MODULES, but book/src/lab/mod.rs declares no such module",
+        );
+        for (chapter, lab) in &self.registry {
+            let listed = self.modules.iter().find(|(c, _)| c == chapter);
+            if let (Some(lab), Some((_, module))) = (lab, listed)
+                && lab != module
+            {
+                problems.push(format!(
+                    "{chapter}: its experiments are in `{lab}` (book/src/press/chapters.rs), \
+                     but lab::MODULES lists `{module}`"
+                ));
+            }
+        }
+        let in_order = |of: &[String], against: &[String]| {
+            let common: BTreeSet<&String> = of.iter().filter(|c| against.contains(c)).collect();
+            let keep = |v: &[String]| -> Vec<String> {
+                let mut seen = BTreeSet::new();
+                v.iter()
+                    .filter(|c| common.contains(c) && seen.insert(*c))
+                    .cloned()
+                    .collect()
+            };
+            keep(of) == keep(against)
+        };
+        if !in_order(&registered, &self.summary) {
+            problems.push(
+                "book/src/press/chapters.rs and chapters/SUMMARY.md disagree on order".into(),
+            );
+        }
+        if !in_order(&served, &registered) {
+            problems.push("lab::MODULES and book/src/press/chapters.rs disagree on order".into());
+        }
+        problems
+    }
 }
 
+/// A chapter nobody registers is never tested or built; a module nobody lists is never run.
 #[test]
-fn summary_lists_exactly_the_chapter_files() {
-    let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
-    let links = summary_links();
-    let unlisted: Vec<_> = files.difference(&links).collect();
-    let missing: Vec<_> = links.difference(&files).collect();
-    assert!(
-        unlisted.is_empty(),
-        "chapters missing from SUMMARY.md: {unlisted:?}"
+fn every_chapter_is_registered_in_summary_the_registry_and_the_lab() {
+    let problems = Registration::read().problems();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The registration check fires for a chapter left out of each place in turn, for a module the
+/// lab declares and lists for no chapter, and for two lists in different orders, each with one
+/// message that names the place.
+#[test]
+fn the_registration_check_fires_on_a_chapter_missing_from_each_place() {
+    let real = Registration::read();
+    let chapter = "12-watches-are-the-optimisation.md";
+    let broken = |f: &dyn Fn(&mut Registration)| {
+        let mut r = real.clone();
+        f(&mut r);
+        r.problems()
+    };
+    let fires = |problems: Vec<String>, expected: &[&str]| {
+        assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+        for (p, e) in problems.iter().zip(expected) {
+            assert!(p.contains(e), "{p:?} lacks {e:?}");
+        }
+    };
+    fires(
+        broken(&|r| r.summary.retain(|c| c != chapter)),
+        &["12-watches-are-the-optimisation.md: missing from chapters/SUMMARY.md"],
     );
-    assert!(
-        missing.is_empty(),
-        "SUMMARY.md names files that do not exist: {missing:?}"
+    fires(
+        broken(&|r| r.registry.retain(|(c, _)| c != chapter)),
+        &[
+            "never run by `cargo test`",
+            "served by a module in lab::MODULES, but not registered",
+        ],
+    );
+    fires(
+        broken(&|r| r.modules.retain(|(c, _)| c != chapter)),
+        &[
+            "12-watches-are-the-optimisation.md: registers experiments, but book/src/lab/mod.rs",
+            "faults: declared in book/src/lab/mod.rs, but serves no chapter",
+        ],
+    );
+    fires(
+        broken(&|r| r.files.retain(|c| c != chapter)),
+        &[
+            "registered in book/src/press/chapters.rs, but no such chapter",
+            "linked from chapters/SUMMARY.md, but no such chapter",
+        ],
+    );
+    fires(
+        broken(&|r| r.declared.push("orphan".into())),
+        &["orphan: declared in book/src/lab/mod.rs, but serves no chapter in MODULES"],
+    );
+    fires(
+        broken(&|r| r.summary.reverse()),
+        &["book/src/press/chapters.rs and chapters/SUMMARY.md disagree on order"],
+    );
+    fires(
+        broken(&|r| r.modules.reverse()),
+        &["lab::MODULES and book/src/press/chapters.rs disagree on order"],
+    );
+    fires(
+        broken(&|r| {
+            let entry = r.registry.iter_mut().find(|(c, _)| c == chapter).unwrap();
+            entry.1 = Some("edge".into());
+        }),
+        &[
+            "its experiments are in `edge` (book/src/press/chapters.rs), but lab::MODULES lists `faults`",
+        ],
     );
 }
 
@@ -356,10 +512,13 @@ fn mirror_mismatches(chapter_side: &[Mirrored], crate_side: &[Mirrored]) -> Vec<
         }
     }
     for c in crate_side {
+        // A region may be shown more than once: the rig's controller process and chapter 07's
+        // designs are on the page in each chapter that runs them, every copy held to the one
+        // source.
         let shown = chapter_side.iter().filter(|m| m.name == c.name).count();
-        if shown != 1 {
+        if shown == 0 {
             problems.push(format!(
-                "{}: `{}` is shown by {shown} chapter blocks (want 1)",
+                "{}: `{}` is shown by no chapter block (want at least 1)",
                 c.place, c.name
             ));
         }
@@ -386,26 +545,43 @@ fn without(side: Vec<Mirrored>, name: &str) -> Vec<Mirrored> {
     side.into_iter().filter(|m| m.name != name).collect()
 }
 
+/// The chapter side with one line of the `copy`-th block showing `name` changed: `from`
+/// replaced by `to` on the first line that contains it.
+fn drifted(name: &str, copy: usize, from: &str, to: &str) -> Vec<Mirrored> {
+    let mut side = chapter_mirrors();
+    let m = side
+        .iter_mut()
+        .filter(|m| m.name == name)
+        .nth(copy)
+        .unwrap();
+    let line = m.lines.iter().position(|l| l.contains(from)).unwrap();
+    m.lines[line] = m.lines[line].replace(from, to);
+    side
+}
+
 #[test]
 fn the_mirror_check_fires_on_a_changed_line_a_missing_region_and_an_unshown_one() {
     let name = "ch06_storm";
     assert!(crate_mirrors().iter().any(|c| c.name == name));
     // A chapter whose copy of one line drifted from the crate's.
-    let mut drifted = chapter_mirrors();
-    let m = drifted.iter_mut().find(|m| m.name == name).unwrap();
-    let line = m
-        .lines
-        .iter()
-        .position(|l| l.contains("for value in 1..=writes"))
-        .unwrap();
-    m.lines[line] = m.lines[line].replace("1..=writes", "2..=writes");
-    the_one_problem(&drifted, &crate_mirrors(), "`ch06_storm` differs");
-    the_one_problem(&drifted, &crate_mirrors(), "+for value in 2..=writes {");
+    let drift = drifted(name, 0, "1..=writes", "2..=writes");
+    the_one_problem(&drift, &crate_mirrors(), "`ch06_storm` differs");
+    the_one_problem(&drift, &crate_mirrors(), "+for value in 2..=writes {");
     // A crate that lost the region a chapter shows, and a region no chapter shows.
     let lost = without(crate_mirrors(), name);
     the_one_problem(&chapter_mirrors(), &lost, "which the crate marks 0 times");
     let unshown = without(chapter_mirrors(), name);
-    the_one_problem(&unshown, &crate_mirrors(), "is shown by 0 chapter blocks");
+    the_one_problem(&unshown, &crate_mirrors(), "is shown by no chapter block");
+    // A region two chapters show (the rig's process: chapters 07 and 08), one copy drifted.
+    let shared = "rig_process";
+    let copies = chapter_mirrors()
+        .iter()
+        .filter(|m| m.name == shared)
+        .count();
+    assert_eq!(copies, 2, "`{shared}` is shown by chapters 07 and 08");
+    let drift = drifted(shared, 1, "t.abort();", "t.abort(); t.abort();");
+    the_one_problem(&drift, &crate_mirrors(), "`rig_process` differs");
+    the_one_problem(&drift, &crate_mirrors(), "08-where-the-rule-is-written.md");
 }
 
 #[test]

@@ -1,16 +1,31 @@
 //! The experiments' rig, and the experiments that chapters and the command line run.
 //!
 //! [`rig`] starts the paused or real runtime, the embedded cluster and an informer on it, writes
-//! to an object, and records what reconcilers observed: the lines a chapter block hides because
-//! they do not carry its claim. The other modules hold each chapter's experiments as functions
-//! that `cargo run` runs (registered in [`mod@crate::press::chapters`]): each runs the
-//! experiment, checks every durable claim, and records its results through
-//! [`crate::kit::snap`] exactly as the chapter does, so the page and the run can never disagree
-//! about what was measured.
+//! to an object, records what reconcilers observed, and runs a design's controller process: the
+//! lines a chapter block hides because they do not carry its claim, and the ones every chapter
+//! on designs shares.
+//!
+//! Every other module holds one chapter's experiments (chapters 01 and 02 share the
+//! workqueue's), in one shape: a folder `lab/NAME/` whose `mod.rs` first names the chapter it
+//! serves; at its root, the functions the registry ([`mod@crate::press::chapters`]) names for
+//! `cargo run`, each of which runs an experiment, checks every durable claim, and records its
+//! results through [`crate::kit::snap`] exactly as the chapter does, so the page and the run
+//! can never disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
+//! experiment stands on the rig, on chapter 07's two designs ([`edge`]) when it runs them, and
+//! on the ports. It takes nothing else from another chapter's module, except the experiment it
+//! compares with: chapter 11 reruns chapter 06's storm (with its parameters and report) and
+//! chapter 04's resync beside kube-runtime, and chapter 13 reruns four experiments of chapters
+//! 01, 02 and 04 on both releases.
+//!
+//! [`MODULES`] says which chapter each module serves and whether it pins bands: chapter 10
+//! prints those bands, and `book/tests/book_layout.rs` holds the list to the registry and to
+//! `chapters/SUMMARY.md`. A new chapter's module is declared below and listed there.
 //!
 //! Only [`rig`] is documented API. The experiment modules are public so that the chapters' blocks
 //! (which mirror them verbatim) and `cargo run` can call them, and hidden from the
 //! documentation because they are the book's code, not the crate's interface.
+
+use crate::lab::bands::Pinned;
 
 #[doc(hidden)]
 pub mod bands;
@@ -39,3 +54,51 @@ pub mod rig;
 pub mod status_hatch;
 #[doc(hidden)]
 pub mod workqueue;
+
+/// One chapter's experiment module: the chapter it serves and the bands it pins.
+#[derive(Clone, Copy)]
+pub struct Module {
+    /// The chapter file (in `chapters/`).
+    pub chapter: &'static str,
+    /// The module's name, under `lab`.
+    pub name: &'static str,
+    /// The tolerance bands its experiments check, each with its basis, for chapter 10's table.
+    pub bands: fn(&'static str) -> Vec<Pinned>,
+}
+
+/// `"NN-name.md" => module` (its experiments pin no band) or `"NN-name.md" => module, BANDS`
+/// (they pin `module::BANDS`, a list of `(name, band)`).
+macro_rules! serves {
+    ($chapter:literal => $module:ident) => {
+        Module {
+            chapter: $chapter,
+            name: stringify!($module),
+            bands: |_| Vec::new(),
+        }
+    };
+    ($chapter:literal => $module:ident, BANDS) => {
+        Module {
+            chapter: $chapter,
+            name: stringify!($module),
+            bands: |chapter| bands::pinned($module::BANDS, chapter),
+        }
+    };
+}
+
+/// Every chapter's experiment module, in chapter order.
+pub const MODULES: &[Module] = &[
+    serves!("00-introduction.md" => intro),
+    serves!("01-two-small-sets.md" => workqueue, BANDS),
+    serves!("02-forget-is-not-done.md" => workqueue),
+    serves!("03-realfifo.md" => fifo),
+    serves!("04-resync.md" => resync),
+    serves!("05-method.md" => method),
+    serves!("06-deduplication.md" => burst, BANDS),
+    serves!("07-edge-triggered-bill.md" => edge),
+    serves!("08-where-the-rule-is-written.md" => status_hatch),
+    serves!("09-spoken-drills.md" => drills),
+    serves!("10-what-varies.md" => bands),
+    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS),
+    serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
+    serves!("13-when-upstream-moves.md" => moved),
+];

@@ -4,9 +4,11 @@
 //! - a doctest module (`book::chapters::doctests::chNN_…`) whose documentation is the chapter's
 //!   Markdown, so `cargo test` compiles and runs every Rust block in it and names each test after
 //!   the chapter file and line;
-//! - the chapter's [`Experiment`]s, which `cargo run` runs before it builds the site
-//!   (they record the same snapshots the chapter checks, and this run's measured values);
-//! - the list `book/tests/book_layout.rs` holds against `chapters/` and `chapters/SUMMARY.md`.
+//! - the chapter's [`Experiment`]s, functions at the root of its experiment module in
+//!   [`crate::lab`], which `cargo run` runs before it builds the site (they record the same
+//!   snapshots the chapter checks, and this run's measured values);
+//! - the list `book/tests/book_layout.rs` holds against `chapters/`, `chapters/SUMMARY.md` and
+//!   the lab's own list of chapter modules ([`crate::lab::MODULES`]).
 
 use crate::lab;
 
@@ -29,13 +31,19 @@ pub struct Chapter {
     pub file: &'static str,
     /// The doctest module's name.
     pub module: &'static str,
-    /// The experiments `cargo run` runs for it, in order.
+    /// Its experiment module in [`crate::lab`], which `cargo run` runs the experiments of;
+    /// `None` for a chapter that runs none.
+    pub lab: Option<&'static str>,
+    /// The experiments `cargo run` runs for it, in order: functions at the root of its
+    /// experiment module.
     pub experiments: &'static [Experiment],
 }
 
-/// Declares the chapters: `module = "file.md" [ name => run_fn, … ]`.
+/// Declares the chapters: `module = "file.md" in lab_module [ name => run_fn, … ]`, each
+/// `run_fn` a function at the root of `lab::lab_module` (`name` alone when the function is
+/// called `name`); a chapter that runs no experiment is `module = "file.md" []`.
 macro_rules! chapters {
-    ($( $module:ident = $file:literal [ $( $exp:ident => $run:expr ),* $(,)? ] ),* $(,)?) => {
+    ($( $module:ident = $file:literal $(in $lab:ident)? [ $( $exp:ident $(=> $run:ident)? ),* $(,)? ] ),* $(,)?) => {
         /// Every chapter, as a doctest module. Only compiled by `cargo test` (rustdoc).
         #[cfg(doctest)]
         pub mod doctests {
@@ -51,83 +59,96 @@ macro_rules! chapters {
                 Chapter {
                     file: $file,
                     module: stringify!($module),
-                    experiments: &[$(
-                        Experiment { name: stringify!($exp), chapter: $file, run: $run },
-                    )*],
+                    lab: chapters!(@lab $($lab)?),
+                    experiments: chapters!(@runs $file, $($lab)? ; $( $exp $(=> $run)? ),*),
                 },
             )*]
         }
     };
+    (@lab $lab:ident) => { Some(stringify!($lab)) };
+    (@lab) => { None };
+    (@runs $file:literal, $lab:ident ; $( $exp:ident $(=> $run:ident)? ),*) => {
+        &[$(
+            Experiment {
+                name: stringify!($exp),
+                chapter: $file,
+                run: chapters!(@run $lab, $exp $(, $run)?),
+            },
+        )*]
+    };
+    (@runs $file:literal, ;) => { &[] };
+    (@run $lab:ident, $exp:ident, $run:ident) => { lab::$lab::$run };
+    (@run $lab:ident, $exp:ident) => { lab::$lab::$exp };
 }
 
 chapters! {
-    ch00_introduction = "00-introduction.md" [
-        ch00_virtual_time => lab::intro::ch00_virtual_time,
+    ch00_introduction = "00-introduction.md" in intro [
+        ch00_virtual_time,
     ],
-    ch01_two_small_sets = "01-two-small-sets.md" [
-        ch01_coalescing => lab::workqueue::coalescing::ch01_coalescing,
-        ch01_controller_queue => lab::workqueue::coalescing::ch01_controller_queue,
-        ch01_contention_virtual => lab::workqueue::contention::ch01_contention_virtual,
-        ch01_contention_real => lab::workqueue::contention::ch01_contention_real,
-        ch01_essay => lab::workqueue::contention::ch01_essay,
+    ch01_two_small_sets = "01-two-small-sets.md" in workqueue [
+        ch01_coalescing,
+        ch01_controller_queue,
+        ch01_contention_virtual,
+        ch01_contention_real,
+        ch01_essay,
     ],
-    ch02_forget_is_not_done = "02-forget-is-not-done.md" [
-        ch02_forget_without_done => lab::workqueue::backoff::ch02_forget_without_done,
-        ch02_default_limiter => lab::workqueue::backoff::ch02_default_limiter,
-        ch02_bucket => lab::workqueue::backoff::ch02_bucket,
-        ch02_done_without_forget => lab::workqueue::backoff::ch02_done_without_forget,
+    ch02_forget_is_not_done = "02-forget-is-not-done.md" in workqueue [
+        ch02_forget_without_done,
+        ch02_default_limiter,
+        ch02_bucket,
+        ch02_done_without_forget,
     ],
-    ch03_realfifo = "03-realfifo.md" [
-        ch03_interleave => lab::fifo::ch03_interleave,
-        ch03_double_delete => lab::fifo::ch03_double_delete,
-        ch03_check_fires => lab::fifo::ch03_check_fires,
-        ch03_ghost => lab::fifo::ch03_ghost,
-        ch03_gate_table => lab::fifo::ch03_gate_table,
-        ch03_env_override => lab::fifo::ch03_env_override,
-        ch03_queue_depth => lab::fifo::ch03_queue_depth,
-        ch03_early_pop => lab::fifo::ch03_early_pop,
+    ch03_realfifo = "03-realfifo.md" in fifo [
+        ch03_interleave,
+        ch03_double_delete,
+        ch03_check_fires,
+        ch03_ghost,
+        ch03_gate_table,
+        ch03_env_override,
+        ch03_queue_depth,
+        ch03_early_pop,
     ],
-    ch04_resync = "04-resync.md" [
-        ch04_faithful => lab::resync::ch04_faithful,
-        ch04_generation_changed => lab::resync::ch04_generation_changed,
-        ch04_no_predicate => lab::resync::ch04_no_predicate,
-        ch04_owned => lab::resync::ch04_owned,
-        ch04_lost_writes => lab::resync::ch04_lost_writes,
-        ch04_relists => lab::resync::ch04_relists,
-        ch04_remedy => lab::resync::ch04_remedy,
-        ch04_sync_rule => lab::resync::ch04_sync_rule,
-        ch04_detectors => lab::resync::ch04_detectors,
+    ch04_resync = "04-resync.md" in resync [
+        ch04_faithful,
+        ch04_generation_changed,
+        ch04_no_predicate,
+        ch04_owned,
+        ch04_lost_writes,
+        ch04_relists,
+        ch04_remedy,
+        ch04_sync_rule,
+        ch04_detectors,
     ],
-    ch05_method = "05-method.md" [
-        ch05_checks => lab::method::ch05_checks,
-        ch05_with_resync => lab::method::ch05_with_resync,
-        ch05_overflow => lab::method::ch05_overflow,
+    ch05_method = "05-method.md" in method [
+        ch05_checks,
+        ch05_with_resync,
+        ch05_overflow,
     ],
-    ch06_deduplication = "06-deduplication.md" [
-        ch06_virtual => lab::burst::ch06::run_virtual,
-        ch06_real => lab::burst::ch06::run_real,
+    ch06_deduplication = "06-deduplication.md" in burst [
+        ch06_virtual => run_virtual,
+        ch06_real => run_real,
     ],
-    ch07_edge_triggered_bill = "07-edge-triggered-bill.md" [
-        edge => lab::edge::experiment,
+    ch07_edge_triggered_bill = "07-edge-triggered-bill.md" in edge [
+        edge => experiment,
     ],
-    ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" [
-        status_hatch => lab::status_hatch::experiment,
+    ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" in status_hatch [
+        status_hatch => experiment,
     ],
-    ch09_spoken_drills = "09-spoken-drills.md" [
-        ch09_drills => lab::drills::experiment,
+    ch09_spoken_drills = "09-spoken-drills.md" in drills [
+        ch09_drills => experiment,
     ],
-    ch10_what_varies = "10-what-varies.md" [
-        ch10_bands => crate::lab::bands::experiment,
+    ch10_what_varies = "10-what-varies.md" in bands [
+        ch10_bands => experiment,
     ],
-    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" [
-        ch11_virtual => lab::kube_runtime::ch11::run_virtual,
-        ch11_real => lab::kube_runtime::ch11::run_real,
+    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" in kube_runtime [
+        ch11_virtual => run_virtual,
+        ch11_real => run_real,
     ],
-    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" [
-        faults => lab::faults::experiment,
+    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
+        faults => experiment,
     ],
-    ch13_when_upstream_moves = "13-when-upstream-moves.md" [
-        ch13_moved => lab::moved::experiment,
+    ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
+        ch13_moved => experiment,
     ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }

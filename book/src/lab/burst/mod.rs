@@ -1,5 +1,5 @@
-//! The write-storm experiment: write one object many times, quickly, and count what a
-//! controller behind an informer and a workqueue does about it.
+//! Chapter 06's experiments, the write storm: write one object many times, quickly, and count
+//! what a controller behind an informer and a workqueue does about it.
 //!
 //! ```text
 //!  writer ──patch value=1..=N, `gap` apart──► API server ──watch──► informer ──► controller
@@ -55,6 +55,8 @@ use controlloop::controller::{Context, ReconcileResult, Release, Request};
 pub use crate::lab::rig::{
     Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,
 };
+pub use bands::ALL as BANDS;
+pub use ch06::{run_real, run_virtual};
 pub use controlloop::controller::Controller;
 pub use report::{Report, Table, millis as report_millis};
 pub use variants::{

@@ -7,7 +7,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Design, Downstream, NAMESPACE, OBJECT, Process};
+use super::{Armed, Design, Downstream, NAMESPACE, OBJECT, Process};
 use crate::lab::rig::{ESSAY, Storm};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
@@ -134,8 +134,8 @@ pub async fn run_async(params: &Params) -> Report {
     created.expect("creating the widget on a fresh cluster");
     let designs = [Design::Level, Design::Edge];
     let worlds = designs.map(|_| Downstream::new(cost)); // the world each design drives
-    let start = |d: usize| Process::start(designs[d], &client, worlds[d].clone(), params.workers);
-    let mut procs: Vec<Option<Process>> = vec![Some(start(0)), Some(start(1))];
+    let start = |d: usize| Process::start(&designs[d].unarmed(&worlds[d], params.workers), &api);
+    let mut procs: Vec<Option<Process<Armed>>> = vec![Some(start(0)), Some(start(1))];
     let settle = Duration::from_secs(1) + cost * 4;
     tokio::time::sleep(settle).await;
     let before = Before::take(&procs, &worlds);
@@ -181,7 +181,7 @@ pub struct Before {
 
 impl Before {
     /// Checks that both designs reconciled the initial widget, and counts what they did so far.
-    pub fn take(procs: &[Option<Process>], worlds: &[Arc<Downstream>; 2]) -> Before {
+    pub fn take(procs: &[Option<Process<Armed>>], worlds: &[Arc<Downstream>; 2]) -> Before {
         let key = format!("{NAMESPACE}/{OBJECT}");
         for (d, world) in worlds.iter().enumerate() {
             assert_eq!(
@@ -204,7 +204,7 @@ impl Before {
         self,
         params: &Params,
         cluster: &Cluster,
-        procs: Vec<Option<Process>>,
+        procs: Vec<Option<Process<Armed>>>,
         worlds: &[Arc<Downstream>; 2],
         killed: [u64; 2],
         last_write: Instant,

@@ -5,8 +5,8 @@
 //! controller are written to survive (client-go v0.36.3 `tools/cache/reflector.go`: a watch
 //! that closes, a 410 on resume, a throttled or failing server; controller-runtime v0.24.1
 //! `pkg/internal/controller/controller.go`: a reconciler that errors or panics, a stop in the
-//! middle of work). The two designs are [`crate::lab::edge`]'s, rebuilt in [`designs`] with a
-//! hook at the two places a fault can reach a controller's own code.
+//! middle of work). The two designs are [`crate::lab::edge`]'s, armed with [`Hooks`] at the two
+//! places a fault can reach a controller's own code.
 //!
 //! ```text
 //!  writer: 4 widgets × 50 writes, 1 ms apart ──► API server (in-process) ──watch──► informer
@@ -40,7 +40,7 @@
 //!   ([`Cluster::restart`](controlloop::apiserver::Cluster::restart)), so every informer relists; a
 //!   kube-apiserver's new watch cache refuses only revisions older than its first list.
 
-pub mod designs;
+pub mod hooks;
 pub mod storm;
 
 use std::{collections::BTreeMap, fmt, time::Duration};
@@ -49,14 +49,12 @@ use serde::Serialize;
 
 use crate::{
     kit::band::Band,
-    lab::edge::{Design, Downstream},
+    lab::edge::{Config, Design, Downstream},
 };
 use controlloop::controller::Release;
 
-pub use designs::{
-    Backlog, Backoff, Heard, Hooks, Informer, Process, payload, quiet_injected_panics, start_edge,
-    start_level,
-};
+pub use crate::lab::edge::{Backlog, Backoff};
+pub use hooks::{Hooks, INJECTED, quiet_injected_panics};
 pub use storm::{
     DROPPED, HANDLER_DELAY, NAMESPACE, Node, OUTAGE, RETRY_AFTER, STATUS_WRITES, Writer,
     faulty_write, is_list, run_async, widget,
@@ -252,6 +250,16 @@ impl Setup {
         ((value - 1) * self.objects as u64 / self.writes) as usize
     }
 
+    /// How the designs' controllers are set up in this storm: its workers, release and
+    /// backoff.
+    pub fn design(&self) -> Config {
+        Config {
+            workers: self.workers,
+            release: self.release,
+            backoff: Some(self.backoff),
+        }
+    }
+
     /// The write the fault comes with: in the middle of the third block of four.
     pub fn fault_point(&self) -> u64 {
         self.writes * 5 / 8
@@ -364,6 +372,9 @@ pub const SLOW_HANDLER_RECONCILES: Band<u64> = Band::new(
     "30 runs on 2 cores: 19 dev-profile (`cargo test`) at load 2.5-7.6 gave 34..=41, \
      11 release-profile at load 2.7-5.6 gave 33..=34; halved and doubled",
 );
+
+/// The bands the matrix pins (chapter 10's table).
+pub const BANDS: &[(&str, Band<u64>)] = &[("SLOW_HANDLER_RECONCILES", SLOW_HANDLER_RECONCILES)];
 
 impl Row {
     /// Runs both designs through `fault` in its own storm ([`Fault::setup`]).

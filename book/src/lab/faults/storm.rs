@@ -8,19 +8,19 @@ use tokio::time::Instant;
 
 use super::{
     Fault, Outcome, Setup, Wrong,
-    designs::{Backlog, Hooks, Process, quiet_injected_panics},
+    hooks::{Hooks, quiet_injected_panics},
 };
 use crate::lab::{
-    edge::{Design, Downstream},
-    rig::within,
+    edge::{Armed, Backlog, Design, Downstream},
+    rig::{Process, within},
 };
 use controlloop::{
     apiserver::{Cluster, Failure, RequestRecord, ServerOptions},
     resources::{Widget, WidgetSpec},
 };
 
-/// The namespace of the widgets.
-pub const NAMESPACE: &str = "default";
+pub use crate::lab::rig::NAMESPACE;
+
 /// Writes hidden from every watch by [`Fault::EventsDropped`].
 pub const DROPPED: u64 = 10;
 /// Status writes in [`Fault::StatusStorm`].
@@ -149,7 +149,7 @@ pub struct Node {
     /// The faults armed in the controller's code.
     pub hooks: Arc<Hooks>,
     setup: Setup,
-    process: Option<Process>,
+    process: Option<Process<Armed>>,
     /// Processes started so far.
     starts: u64,
     /// What a graceful shutdown left in its queue, if there was one.
@@ -174,8 +174,9 @@ impl Node {
     /// Starts a process if none runs.
     pub fn start(&mut self) {
         if self.process.is_none() {
-            let (api, world, hooks) = (&self.api, &self.world, &self.hooks);
-            let p = Process::start(self.design, api, world, hooks, self.setup);
+            let hooks = self.hooks.clone(); // armed once, for every process of the run
+            let armed = self.design.armed(&self.world, hooks, self.setup.design());
+            let p = Process::start(&armed, &self.api);
             self.starts += 1;
             self.process = Some(p);
         }
@@ -191,7 +192,7 @@ impl Node {
     /// Stops the process gracefully and keeps what its queue still held.
     pub async fn shutdown(&mut self) {
         if let Some(p) = self.process.take() {
-            self.left_at_shutdown = Some(p.shutdown(self.setup.limit).await);
+            self.left_at_shutdown = Some(p.shutdown(self.setup.limit).await.backlog());
         }
     }
 
@@ -210,9 +211,7 @@ impl Node {
     }
 
     fn busy(&self) -> bool {
-        self.process
-            .as_ref()
-            .is_some_and(|p| p.backlog().total() + p.running() > 0)
+        self.process.as_ref().is_some_and(|p| !p.idle())
     }
 
     /// Whether the process's cache holds every widget at least at its resourceVersion in
@@ -250,7 +249,7 @@ impl Node {
     pub fn backlog(&self) -> Backlog {
         self.process
             .as_ref()
-            .map(Process::backlog)
+            .map(|p| p.started().backlog())
             .unwrap_or_default()
     }
 }

@@ -1,8 +1,9 @@
-//! The book's experiments run on kube-runtime 5.0.0 beside this crate's port of client-go and
-//! controller-runtime: the same embedded server, the same objects, the same reconciler cost, in
-//! the same process. Follows kube-runtime's `controller/mod.rs` (`Controller`, `applier`,
-//! `Action`), `scheduler.rs`, `controller/runner.rs`, `reflector/store.rs` and
-//! `utils/predicate.rs`; chapter 11 ("What carries over to kube-rs") shows every experiment.
+//! Chapter 11's experiments: the book's experiments run on kube-runtime 5.0.0 beside this
+//! crate's port of client-go and controller-runtime: the same embedded server, the same
+//! objects, the same reconciler cost, in the same process. Follows kube-runtime's
+//! `controller/mod.rs` (`Controller`, `applier`, `Action`), `scheduler.rs`,
+//! `controller/runner.rs`, `reflector/store.rs` and `utils/predicate.rs`; chapter 11 ("What
+//! carries over to kube-rs") shows every experiment.
 //!
 //! How the two controllers differ in shape:
 //!
@@ -55,6 +56,10 @@ pub mod drift;
 pub mod findings;
 pub mod semantics;
 pub mod storm;
+
+/// The bands chapter 11's real-clock runs pin (chapter 10's table).
+pub use bands::ALL as BANDS;
+pub use ch11::{run_real, run_virtual};
 
 use std::{fmt::Write as _, sync::Arc, time::Duration};
 

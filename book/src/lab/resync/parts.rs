@@ -1,6 +1,7 @@
 //! The parts chapter 04's blocks stand on: what a run varies ([`Setup`]), what it reports
-//! ([`Report`]), the Widgets it writes, and the tasks that run an informer and a controller
-//! until stopped ([`Running`]). Nothing here carries a claim; the blocks in `super` do.
+//! ([`Report`]) and the Widgets it writes; the tasks that run an informer and a controller
+//! until stopped are the rig's ([`Running`]). Nothing here carries a claim; the blocks in
+//! `super` do.
 
 use std::{sync::Arc, time::Duration};
 
@@ -20,13 +21,12 @@ use crate::lab::rig;
 use controlloop::apiserver::{Cluster, RequestRecord};
 use controlloop::cache::{ListerWatcher, SharedIndexInformer, broken::Variant};
 use controlloop::controller::{
-    Controller, Event, Release, Request,
+    Event, Release, Request,
     predicate::{GenerationChanged, Predicate},
 };
 use controlloop::resources::{Widget, WidgetSpec};
 
-/// One virtual hour.
-pub const HOUR: Duration = Duration::from_secs(3600);
+pub use crate::lab::rig::{HOUR, Running};
 
 /// Where the reconciler reads the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -262,83 +262,6 @@ pub async fn set_color(api: &Api<Widget>, name: &str, color: &str) -> Widget {
     api.replace(name, &PostParams::default(), &w)
         .await
         .expect("replace")
-}
-
-/// An informer and, if given, a controller, running in tasks until [`Running::stop`].
-pub struct Running {
-    stop: tokio::sync::watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Running {
-    /// Runs `informer`, and `controller` on it if there is one.
-    pub fn start<K, L>(
-        informer: &Arc<SharedIndexInformer<K, L>>,
-        controller: &Controller<K>,
-    ) -> Self
-    where
-        K: controlloop::cache::Object + Clone,
-        L: ListerWatcher<K>,
-    {
-        let mut running = Self::informer(informer);
-        let mut stopped = running.stop.subscribe();
-        let controller = controller.clone();
-        running.tasks.push(tokio::spawn(async move {
-            let stop = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            controller.run(stop).await.expect("the controller ran");
-        }));
-        running
-    }
-
-    /// Runs `informer` alone.
-    pub fn informer<K, L>(informer: &Arc<SharedIndexInformer<K, L>>) -> Self
-    where
-        K: controlloop::cache::Object + Clone,
-        L: ListerWatcher<K>,
-    {
-        let (stop, _) = tokio::sync::watch::channel(false);
-        let mut stopped = stop.subscribe();
-        let informer = informer.clone();
-        let task = tokio::spawn(async move {
-            informer
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await
-        });
-        Running {
-            stop,
-            tasks: vec![task],
-        }
-    }
-
-    /// Runs `more` too; [`Running::stop`] stops all of them.
-    pub fn and(mut self, more: Running) -> Self {
-        let mut stopped = self.stop.subscribe();
-        let more_stop = more.stop;
-        self.tasks.push(tokio::spawn(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            more_stop.send_replace(true);
-        }));
-        self.tasks.extend(more.tasks);
-        self
-    }
-
-    /// Stops everything and waits for it, at most a virtual minute.
-    pub async fn stop(self) {
-        self.stop.send_replace(true);
-        for task in self.tasks {
-            rig::within(
-                Duration::from_secs(60),
-                "an informer or controller that ignores its stop signal",
-                task,
-            )
-            .await
-            .expect("the task did not panic");
-        }
-    }
 }
 
 fn is_list(r: &RequestRecord) -> bool {

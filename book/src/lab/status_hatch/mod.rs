@@ -48,17 +48,18 @@ use tokio::task::JoinHandle;
 
 pub mod generation;
 
+use crate::lab::rig::{Informer, Process, Subject};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
-    cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
+    cache::HandlerFuncs,
     controller::{
         Context, Controller, ReconcileError, ReconcileResult, Request, predicate::Predicate,
     },
     resources::{Widget, WidgetSpec},
 };
 
-/// The namespace of the experiment's widget.
-pub const NAMESPACE: &str = "default";
+pub use crate::lab::rig::NAMESPACE;
+
 /// The widget.
 pub const OBJECT: &str = "w";
 /// The annotation whose flip from `"false"` to `"true"` must trigger exactly one action.
@@ -138,7 +139,7 @@ impl HatchCounts {
     }
 
     /// Counts, on `informer`, the update events that carry one of our own status writes.
-    pub fn listen(self: &Arc<Self>, informer: &Informer) {
+    pub fn listen(self: &Arc<Self>, informer: &Informer<Widget>) {
         let counts = self.clone();
         informer
             .add_event_handler(HandlerFuncs::new().on_update(move |_, new: Arc<Widget>| {
@@ -196,12 +197,13 @@ pub async fn hatch_reconcile(
 // book: end ch08_hatch
 
 /// How a design's controller is built on a process's informer.
-pub type Start = fn(&Informer, &Api<Widget>, Arc<Actions>, Arc<HatchCounts>) -> Controller<Widget>;
+pub type Start =
+    fn(&Informer<Widget>, &Api<Widget>, Arc<Actions>, Arc<HatchCounts>) -> Controller<Widget>;
 
 /// [`Design::StatusHatch`]: the controller whose reconciler is [`hatch_reconcile`].
 // book: ch08_start_hatch
 pub fn start_hatch(
-    informer: &Informer,
+    informer: &Informer<Widget>,
     api: &Api<Widget>,
     actions: Arc<Actions>,
     counts: Arc<HatchCounts>,
@@ -219,7 +221,7 @@ pub fn start_hatch(
 /// [`Design::MemoryLastSeen`]: the last level seen, per key, in process memory.
 // book: ch08_memory
 pub fn start_memory(
-    informer: &Informer,
+    informer: &Informer<Widget>,
     _: &Api<Widget>,
     actions: Arc<Actions>,
     _: Arc<HatchCounts>,
@@ -263,7 +265,7 @@ impl Predicate<Widget> for SwitchedOn {
 /// [`Design::EventOldNew`]: the predicate passes only off-to-on updates; the reconciler acts
 /// on every request it gets.
 pub fn start_event(
-    informer: &Informer,
+    informer: &Informer<Widget>,
     _: &Api<Widget>,
     actions: Arc<Actions>,
     _: Arc<HatchCounts>,
@@ -292,49 +294,48 @@ impl Design {
     }
 }
 
-/// The informer each controller process runs: widgets of [`NAMESPACE`], no resync.
-pub type Informer = SharedIndexInformer<Widget, Api<Widget>>;
-
-/// One controller process: its informer, its controller, and the tasks that run them.
-struct Process {
-    tasks: Vec<JoinHandle<()>>,
-    controller: Controller<Widget>,
+/// A design's controller as a [`Process`] runs it: how it is built, and the world's log and the
+/// hatch's counters, which survive every restart (keeps I2).
+pub struct Wired {
+    /// Builds the design's controller.
+    pub start: Start,
+    /// The world's log of actions.
+    pub actions: Arc<Actions>,
+    /// The hatch's status writes, and their events heard.
+    pub counts: Arc<HatchCounts>,
 }
 
 // book: ch08_process
-impl Process {
+impl Subject for Wired {
+    type Started = Controller<Widget>;
+
     fn start(
-        start: Start,
-        client: &kube::Client,
-        actions: Arc<Actions>,
-        counts: Arc<HatchCounts>,
-    ) -> Process {
-        let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
-        let informer = Arc::new(SharedIndexInformer::new(
-            api.clone(),
-            InformerOptions::new(Duration::ZERO), // no resync: only the server's events
-        ));
-        let controller = start(&informer, &api, actions, counts); // the design's controller
+        &self,
+        informer: &Arc<Informer<Widget>>,
+        api: &Api<Widget>,
+        tasks: &mut Vec<JoinHandle<()>>,
+    ) -> Controller<Widget> {
+        let (actions, counts) = (self.actions.clone(), self.counts.clone());
+        let controller = (self.start)(informer, api, actions, counts); // the design's controller
         let c = controller.clone();
-        let inf = informer.clone();
-        let tasks = vec![
-            tokio::spawn(async move {
-                let _ = c.run(futures::future::pending()).await;
-            }),
-            tokio::spawn(async move { inf.run(futures::future::pending()).await }), // list, watch
-        ];
-        Process { tasks, controller }
+        tasks.push(tokio::spawn(async move {
+            let _ = c.run(futures::future::pending()).await;
+        }));
+        controller
     }
 
+    fn kill(controller: &Controller<Widget>) {
+        controller.abort(); // queue and workers gone; in-memory state with them
+    }
+
+    fn shutdown(controller: &Controller<Widget>) {
+        controller.shutdown();
+    }
+}
+
+impl Process<Wired> {
     fn reconciles(&self) -> u64 {
-        self.controller.metrics().reconciles()
-    }
-
-    fn kill(self) {
-        self.controller.abort(); // queue and workers gone; in-memory state with them
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.started().metrics().reconciles()
     }
 }
 // book: end ch08_process
@@ -447,7 +448,12 @@ async fn run_async(design: Design, start: Start) -> Run {
     created.expect("creating the widget");
     let actions = Arc::new(Actions::default()); // the world's log: survives every restart
     let counts = Arc::new(HatchCounts::default()); // status writes, and their events heard
-    let start = || Process::start(start, &client, actions.clone(), counts.clone());
+    let wired = Wired {
+        start,
+        actions: actions.clone(),
+        counts: counts.clone(),
+    };
+    let start = || Process::start(&wired, &api);
     let mut process = start();
     let mut dead_reconciles = 0;
     let mut per_step = Vec::new();

@@ -1,5 +1,5 @@
-//! The introduction's experiment: ten one-second sleeps under tokio's paused clock, and the
-//! band that pins the real time they took.
+//! Chapter 00's experiment (the introduction): ten one-second sleeps under tokio's paused
+//! clock, and the band that pins the real time they took.
 //!
 //! No upstream file: this shows the book's own method (virtual time, bands, measured values).
 //! The body is the block chapter 00 shows, verbatim (see [`crate::lab::workqueue`] for how the

@@ -27,8 +27,7 @@ use serde::Serialize;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::kit::snap;
-use crate::lab::resync::{HOUR, Running};
-use crate::lab::rig;
+use crate::lab::rig::{self, HOUR, Running};
 use controlloop::apiserver::{Cluster, ServerOptions};
 use controlloop::cache::{
     HandlerFuncs, InformerOptions, ListerWatcher,

@@ -1,0 +1,137 @@
+//! The rig every experiment stands on: the runtime and its clock, a cluster to talk to, a
+//! writer, a recorder of what reconcilers observed, and the controller process a design runs in.
+//!
+//! A chapter block hides these lines (rustdoc's `# `) because they do not carry its claim:
+//!
+//! ```
+//! # use controlloop_book::lab::rig;
+//! rig::paused(async {
+//!     let start = tokio::time::Instant::now();
+//!     tokio::time::sleep(std::time::Duration::from_secs(3600)).await; // no real time passes
+//!     assert_eq!(start.elapsed().as_secs(), 3600);
+//! });
+//! ```
+//!
+//! Its pieces, each once:
+//! - the clock: [`paused`] (tokio's virtual time) or [`real`], [`within`] around every await
+//!   that could hang, [`settle`], which waits for quiet on the runtime's clock, and [`HOUR`];
+//! - the cluster ([`Backend`], [`Target`], and [`Fixture`], a cluster with an informer running
+//!   on it): the subject is one ConfigMap whose `data.value` is a counter, and ConfigMaps exist
+//!   on every cluster, so the same experiment runs against the embedded server and against a
+//!   real cluster through a kubeconfig, unchanged;
+//! - the storm and its report: the essay's storm is defined here once ([`ESSAY`]: 200 writes,
+//!   1 ms apart, 20 ms per reconcile), [`write_burst`] writes one and reports a [`Burst`], a
+//!   [`Recorder`] records what the reconciles observed, and [`Named`] is the predicate that
+//!   keeps a storm's controller on its one object;
+//! - the controller process ([`Process`]): an informer on the widgets of [`NAMESPACE`] and the
+//!   controller a design ([`Subject`]) builds on it, which the chapters on designs (07, 08 and
+//!   12) kill and start again; and [`Running`], an informer and a controller run until
+//!   stopped gracefully, on any lister-watcher (chapters 04 and 05).
+
+mod cluster;
+mod process;
+mod running;
+mod storm;
+
+use std::{path::PathBuf, time::Duration};
+
+use tokio::time::Instant;
+
+pub use cluster::{
+    Backend, Fixture, Informer, NAMESPACE, Named, OBJECT, Target, object, set_value, value_of,
+};
+pub use process::{Process, Subject};
+pub use running::Running;
+pub use storm::{Burst, ESSAY, Observation, Recorder, Storm, write_burst};
+
+/// One virtual hour.
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// Runs `future` to completion on a current-thread runtime whose clock is paused (tokio's
+/// virtual time): sleeps and timeouts take no real time and fire in a fixed order, so a run is
+/// exact and repeats exactly. The embedded server must be called in-process
+/// ([`Backend::InProcess`]): a request in flight on a real socket looks like an idle runtime to
+/// the paused clock.
+pub fn paused<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime with a paused clock builds")
+        .block_on(future)
+}
+
+/// Runs `future` to completion on a two-thread runtime with the machine's clock: what a real
+/// controller process runs on, for the experiments whose figures are pinned as bands.
+pub fn real<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a two-thread runtime builds")
+        .block_on(future)
+}
+
+/// Waits at most `limit` (virtual time on a paused clock) for `fut`, naming the suspected
+/// deadlock if it does not finish.
+pub async fn within<F: std::future::Future>(limit: Duration, what: &str, fut: F) -> F::Output {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung for {limit:?}"))
+}
+
+/// Why a cluster could not be reached or set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RigError {
+    /// The embedded server did not start.
+    #[error("the embedded API server did not start: {0}")]
+    ServerStart(#[from] std::io::Error),
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A request to the cluster failed.
+    #[error("request to the cluster failed: {0}")]
+    Api(#[from] kube::Error),
+    /// A wait for quiet ([`settle`]) ran out of time.
+    #[error("{what}: not settled within {limit:?}")]
+    Stalled {
+        /// What was awaited, and what is suspected when it does not come.
+        what: String,
+        /// How long it waited.
+        limit: Duration,
+    },
+}
+
+/// Waits until `quiet()` has held for `hold` without a break (`hold` zero: once), polling
+/// every millisecond of the runtime's clock; fails with [`RigError::Stalled`] naming `what`
+/// after `limit`.
+pub async fn settle(
+    limit: Duration,
+    hold: Duration,
+    what: &str,
+    mut quiet: impl FnMut() -> bool,
+) -> Result<(), RigError> {
+    let mut since: Option<Instant> = None;
+    let waited = tokio::time::timeout(limit, async {
+        loop {
+            match (quiet(), since) {
+                (false, _) => since = None,
+                (true, None) if hold.is_zero() => return,
+                (true, None) => since = Some(Instant::now()),
+                (true, Some(t)) if Instant::now() - t >= hold => return,
+                (true, Some(_)) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    waited.map_err(|_| RigError::Stalled {
+        what: what.to_owned(),
+        limit,
+    })
+}
