@@ -286,7 +286,7 @@ fn every_include_resolves() {
     for (chapter, path) in includes() {
         if path.starts_with("measured/") {
             // This run's measured values: written by `cargo run`, or as a placeholder
-            // by the site build (`book::measured`); never committed.
+            // by the site build (`kit::measured`); never committed.
             continue;
         }
         let resolved = Path::new(ROOT).join("chapters").join(&path);
