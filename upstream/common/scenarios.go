@@ -5,11 +5,23 @@ import (
 	"testing/synctest"
 )
 
+// ClientGoScenarios are the scenarios on client-go alone that build on every release (the
+// storms), their files named client_go_v0.N_*. The rest of client-go's scenarios need v0.36
+// or newer: package clientgo.
+func ClientGoScenarios() []Scenario {
+	p := ClientGoPrefix()
+	who := "client-go " + ClientGo() + " alone (SharedIndexInformer over the fake, resync 0; a handler that queues the key on every add and update; NewTypedRateLimitingQueue(DefaultTypedControllerRateLimiter); a worker loop: Get, read the indexer, work, Forget, Done)"
+	var out []Scenario
+	out = append(out, StormScenarios(p, who, ClientGoSubject)...)
+	out = append(out, GapZeroScenarios(p, who, ClientGoSubject)...)
+	return out
+}
+
 // ControllerRuntimeScenarios are the scenarios every recorder runs on its controller-runtime
 // release, their files named controller_runtime_v0.N_*.
 func ControllerRuntimeScenarios() []Scenario {
 	p := ControllerRuntimePrefix()
-	return []Scenario{
+	out := []Scenario{
 		{p + "requeue", "controller-runtime " + RequeueHow, func(t *testing.T, w *Writer) {
 			synctest.Test(t, func(t *testing.T) { Requeue(w.Printf) })
 		}},
@@ -17,4 +29,19 @@ func ControllerRuntimeScenarios() []Scenario {
 			synctest.Test(t, func(t *testing.T) { DefaultLimiter(w.Printf) })
 		}},
 	}
+	out = append(out,
+		Scenario{p + "default_queue_walks", "controller-runtime " + DefaultQueueHow, DefaultQueueWalks},
+		Scenario{p + "requeue_priority_queue", "controller-runtime " + RequeueDefaultHow, func(t *testing.T, w *Writer) {
+			synctest.Test(t, func(t *testing.T) { RequeueOnPriorityQueue(w.Printf) })
+		}},
+	)
+	out = append(out, StormScenarios(p, CRWho(), ControllerRuntimeSubject)...)
+	out = append(out, Scenario{p + "storm_and_initial_list", StormAndInitialListHow(), StormAndInitialListScenario})
+	out = append(out, Scenario{p + "resync", ResyncHow(), ResyncScenario})
+	return out
+}
+
+// CRWho names the controller-runtime controller the scenarios build, for the headers.
+func CRWho() string {
+	return "controller-runtime " + ControllerRuntime() + " (client-go " + ClientGo() + "): controller.NewTypedUnmanaged with its defaults (the queue and limiter it builds when none is set), one source.Kind watch on controller-runtime's own cache (cache.New; its informers over the fake through cache.Options.NewInformer) with EnqueueRequestForObject and a predicate keeping the one object, a reconciler reading through the cache"
 }

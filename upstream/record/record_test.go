@@ -12,6 +12,7 @@ import (
 func TestRecord(t *testing.T) {
 	var all []common.Scenario
 	all = append(all, clientgo.Scenarios(common.ClientGoPrefix())...)
+	all = append(all, common.ClientGoScenarios()...)
 	all = append(all, clientgo.ByRelease())
 	all = append(all, common.ControllerRuntimeScenarios()...)
 	common.Record(t, all)
