@@ -14,6 +14,12 @@ func ClientGoScenarios() []Scenario {
 	var out []Scenario
 	out = append(out, StormScenarios(p, who, ClientGoSubject)...)
 	out = append(out, GapZeroScenarios(p, who, ClientGoSubject)...)
+	out = append(out,
+		Scenario{p + "queue_items", "client-go " + ClientGo() + " NewTypedRateLimitingQueue: chapter 07's first block, three updates of one object queued as keys and as payloads (each carrying its event's resourceVersion and change)", func(t *testing.T, w *Writer) {
+			synctest.Test(t, func(t *testing.T) { QueueItems(w.Printf) })
+		}},
+		Scenario{p + "contention", "client-go " + ClientGo() + ": " + ContentionHow, ContentionScenario},
+	)
 	return out
 }
 
@@ -38,6 +44,8 @@ func ControllerRuntimeScenarios() []Scenario {
 	out = append(out, StormScenarios(p, CRWho(), ControllerRuntimeSubject)...)
 	out = append(out, Scenario{p + "storm_and_initial_list", StormAndInitialListHow(), StormAndInitialListScenario})
 	out = append(out, Scenario{p + "resync", ResyncHow(), ResyncScenario})
+	out = append(out, Scenario{p + "fault_matrix", MatrixHow(), MatrixScenario})
+	out = append(out, Scenario{p + "edge_level", EdgeHow(), EdgeScenario})
 	return out
 }
 

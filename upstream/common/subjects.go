@@ -335,6 +335,17 @@ func (c *CRController) Events(name string) int {
 	return c.Counts.events[name]
 }
 
+// EventsAll is how many events the handler heard, for every name.
+func (c *CRController) EventsAll() int {
+	c.Counts.mu.Lock()
+	defer c.Counts.mu.Unlock()
+	n := 0
+	for _, e := range c.Counts.events {
+		n += e
+	}
+	return n
+}
+
 // IsPriorityQueue: the controller built controller-runtime's priority queue.
 func (c *CRController) IsPriorityQueue() bool {
 	c.Counts.mu.Lock()
