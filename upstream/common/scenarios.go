@@ -19,6 +19,8 @@ func ClientGoScenarios() []Scenario {
 			synctest.Test(t, func(t *testing.T) { QueueItems(w.Printf) })
 		}},
 		Scenario{p + "contention", "client-go " + ClientGo() + ": " + ContentionHow, ContentionScenario},
+		Scenario{p + "method", MethodHow(), MethodScenario},
+		Scenario{p + "done_without_forget_day", "client-go " + ClientGo() + " NewTypedRateLimitingQueue(DefaultTypedControllerRateLimiter), in a synctest bubble per run: chapter 02's hand-written worker loop, twelve failures in a row (each backoff asserted to double from 5 ms), a success with Done and with or without Forget, a day of quiet (24 h of virtual time), one failure; NumRequeues after the success, and how long the retry waited", DoneWithoutForgetScenario},
 	)
 	return out
 }
