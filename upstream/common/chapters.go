@@ -117,7 +117,7 @@ func EdgeHow() string {
 func EdgeScenario(t *testing.T, w *Writer) {
 	for _, s := range EdgeStorms() {
 		var o EdgeOutcome
-		synctest.Test(t, func(t *testing.T) { o = LevelStorm(s.P) })
+		Bubble(t, func(t *testing.T) { o = LevelStorm(s.P) })
 		kill := "~"
 		if s.P.KillAfterWrite > 0 {
 			kill = fmt.Sprint(s.P.KillAfterWrite)
@@ -262,16 +262,16 @@ func ContentionScenario(t *testing.T, w *Writer) {
 		return time.Millisecond
 	}
 	var q, c ContentionCounts
-	synctest.Test(t, func(t *testing.T) { q = throughQueue(100*ContentionKeys, time.Millisecond, fixed) })
-	synctest.Test(t, func(t *testing.T) { c = throughChannel(100*ContentionKeys, time.Millisecond, fixed) })
+	Bubble(t, func(t *testing.T) { q = throughQueue(100*ContentionKeys, time.Millisecond, fixed) })
+	Bubble(t, func(t *testing.T) { c = throughChannel(100*ContentionKeys, time.Millisecond, fixed) })
 	w.Printf("fixed schedule: 6400 adds 1 ms apart; key 0 costs 100 ms, the others 1 ms")
 	w.Printf("handout                         adds  reconciles  violations")
 	w.Printf("%-28s %7d %11d %11d", "queue", 100*ContentionKeys, q.Reconciles, q.Violations)
 	w.Printf("%-28s %7d %11d %11d", "channel", 100*ContentionKeys, c.Reconciles, c.Violations)
 	zero := func(int) time.Duration { return 0 }
 	const adds = 320_000
-	synctest.Test(t, func(t *testing.T) { q = throughQueue(adds, 0, zero) })
-	synctest.Test(t, func(t *testing.T) { c = throughChannel(adds, 0, zero) })
+	Bubble(t, func(t *testing.T) { q = throughQueue(adds, 0, zero) })
+	Bubble(t, func(t *testing.T) { c = throughChannel(adds, 0, zero) })
 	w.Printf("as fast as it can: %d adds, no gap, each reconcile one yield", adds)
 	w.Printf("  queue: violations == 0: %v; %d <= reconciles < %d: %v", q.Violations == 0, ContentionKeys, adds, q.Reconciles >= ContentionKeys && q.Reconciles < adds)
 	w.Printf("  channel: violations > 0: %v; reconciles == adds: %v", c.Violations > 0, c.Reconciles == adds)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -176,6 +177,7 @@ func (h *Hooks) quietFor(d time.Duration) bool {
 type LevelOptions struct {
 	Workers          int
 	UsePriorityQueue *bool
+	RateLimiter      workqueue.TypedRateLimiter[reconcile.Request]
 }
 
 // Node is the level-triggered controller process (the port's lab::edge::Process and
@@ -215,7 +217,7 @@ func (n *Node) Start() {
 		defer n.mu.Unlock()
 		return n.alive && n.gen == gen
 	}
-	c := StartCRController(n.client, CROptions{Workers: n.opts.Workers, UsePriorityQueue: n.opts.UsePriorityQueue, Dropper: n.dropper},
+	c := StartCRController(n.client, CROptions{Workers: n.opts.Workers, UsePriorityQueue: n.opts.UsePriorityQueue, RateLimiter: n.opts.RateLimiter, Dropper: n.dropper},
 		func(ctx context.Context, cache *CRCache, r reconcile.Request) (res reconcile.Result, err error) {
 			defer n.hooks.leave()
 			if err := n.hooks.enter(); err != nil {
@@ -483,22 +485,29 @@ func MatrixHow() string {
 // MatrixScenario records the rows on the default queue, and on the others where they differ.
 func MatrixScenario(t *testing.T, w *Writer) {
 	variants := []struct {
-		label string
-		o     LevelOptions
-		stamp bool
+		label  string
+		o      LevelOptions
+		stamp  bool
+		faults []Fault
 	}{
-		{"default queue, resourceVersions as the fake stores them (none)", LevelOptions{Workers: 1}, false},
-		{"default queue, each write stamped with a fresh resourceVersion", LevelOptions{Workers: 1}, true},
-		{"UsePriorityQueue=false (client-go's queue, DefaultTypedControllerRateLimiter)", LevelOptions{Workers: 1, UsePriorityQueue: ptr.To(false)}, false},
+		{"default queue, resourceVersions as the fake stores them (none)", LevelOptions{Workers: 1}, false, nil},
+		{"default queue, each write stamped with a fresh resourceVersion", LevelOptions{Workers: 1}, true, nil},
+		{"UsePriorityQueue=false (client-go's queue, DefaultTypedControllerRateLimiter)", LevelOptions{Workers: 1, UsePriorityQueue: ptr.To(false)}, false, nil},
+		{"UsePriorityQueue=false with RateLimiter = ItemExponentialFailureRateLimiter(5ms, 1000s) alone (the port's per-item backoff row)",
+			LevelOptions{Workers: 1, UsePriorityQueue: ptr.To(false), RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second)}, false, []Fault{FaultReconcilerErrors}},
 	}
 	for i, v := range variants {
 		if i > 0 {
 			w.Printf("")
 		}
 		first := true
-		for _, fault := range MatrixFaults {
+		faults := v.faults
+		if faults == nil {
+			faults = MatrixFaults
+		}
+		for _, fault := range faults {
 			var r RowResult
-			synctest.Test(t, func(t *testing.T) { r = RunRow(fault, v.o, v.stamp) })
+			Bubble(t, func(t *testing.T) { r = RunRow(fault, v.o, v.stamp) })
 			if first {
 				w.Printf("%s; the queue: %s", v.label, r.QueueKind)
 				first = false

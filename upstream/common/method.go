@@ -144,7 +144,7 @@ func MethodScenario(t *testing.T, w *Writer) {
 		{"informer resync 10h, each write stamped with a fresh resourceVersion", 10 * time.Hour, true},
 	} {
 		var r methodRow
-		synctest.Test(t, func(t *testing.T) { r = methodCheck(c.resync, c.stamp) })
+		Bubble(t, func(t *testing.T) { r = methodCheck(c.resync, c.stamp) })
 		w.Printf("%s: %d of 5 updates reached the handler; rv_indistinguishable %d, rv_check_violations %d, payload_check_violations %d, rv_changed_predicate_passes %d",
 			c.label, r.updates, r.rvIndistinguishable, r.rvCheckViolations, r.payloadCheckViolations, r.rvChangedPasses)
 	}
@@ -199,7 +199,7 @@ func DoneWithoutForgetScenario(t *testing.T, w *Writer) {
 	for _, forget := range []bool{false, true} {
 		var kept int
 		var waited time.Duration
-		synctest.Test(t, func(t *testing.T) { kept, waited = doneWithoutForget(forget) })
+		Bubble(t, func(t *testing.T) { kept, waited = doneWithoutForget(forget) })
 		name := "done, no forget"
 		if forget {
 			name = "done and forget"

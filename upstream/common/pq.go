@@ -206,7 +206,7 @@ func DefaultQueueWalks(t *testing.T, w *Writer) {
 		{"chapter 02, forget without done", forgetWithoutDone},
 		{"chapter 04, a change while a requeue waits", requeueAfterAndChange},
 	} {
-		synctest.Test(t, func(t *testing.T) {
+		Bubble(t, func(t *testing.T) {
 			q, stop := DefaultQueue(fmt.Sprintf("walk-%d", i))
 			defer stop()
 			if i > 0 {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -145,4 +146,14 @@ func Record(t *testing.T, scenarios []Scenario) {
 			t.Logf("%s: %d lines", filepath.Join(*Out, s.Name+".txt"), len(w.lines))
 		})
 	}
+}
+
+// Bubble runs f in a synctest bubble (testing/synctest.Test), then lets one virtual second
+// pass before the bubble ends: client-go v0.34's queues stop their metrics ticker only at its
+// next tick after ShutDown, and a bubble must not end with a goroutine still waiting.
+func Bubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		f(t)
+		time.Sleep(time.Second)
+	})
 }

@@ -295,7 +295,7 @@ func ResyncScenario(t *testing.T, w *Writer) {
 	inRange := true
 	run := func(setup ResyncSetup) ResyncReport {
 		var rep ResyncReport
-		synctest.Test(t, func(t *testing.T) { rep = ResyncTimeline(setup) })
+		Bubble(t, func(t *testing.T) { rep = ResyncTimeline(setup) })
 		for _, p := range rep.Period {
 			periods = append(periods, p.String())
 			inRange = inRange && p >= 9*time.Hour && p < 11*time.Hour
@@ -325,7 +325,7 @@ func ResyncScenario(t *testing.T, w *Writer) {
 	}
 	var owned []string
 	var ownedPeriods []time.Duration
-	synctest.Test(t, func(t *testing.T) { owned, ownedPeriods = OwnedTimeline() })
+	Bubble(t, func(t *testing.T) { owned, ownedPeriods = OwnedTimeline() })
 	for _, p := range ownedPeriods {
 		periods = append(periods, p.String())
 		inRange = inRange && p >= 9*time.Hour && p < 11*time.Hour

@@ -2,7 +2,6 @@ package common
 
 import (
 	"testing"
-	"testing/synctest"
 )
 
 // ClientGoScenarios are the scenarios on client-go alone that build on every release (the
@@ -16,7 +15,7 @@ func ClientGoScenarios() []Scenario {
 	out = append(out, GapZeroScenarios(p, who, ClientGoSubject)...)
 	out = append(out,
 		Scenario{p + "queue_items", "client-go " + ClientGo() + " NewTypedRateLimitingQueue: chapter 07's first block, three updates of one object queued as keys and as payloads (each carrying its event's resourceVersion and change)", func(t *testing.T, w *Writer) {
-			synctest.Test(t, func(t *testing.T) { QueueItems(w.Printf) })
+			Bubble(t, func(t *testing.T) { QueueItems(w.Printf) })
 		}},
 		Scenario{p + "contention", "client-go " + ClientGo() + ": " + ContentionHow, ContentionScenario},
 		Scenario{p + "method", MethodHow(), MethodScenario},
@@ -31,16 +30,16 @@ func ControllerRuntimeScenarios() []Scenario {
 	p := ControllerRuntimePrefix()
 	out := []Scenario{
 		{p + "requeue", "controller-runtime " + RequeueHow, func(t *testing.T, w *Writer) {
-			synctest.Test(t, func(t *testing.T) { Requeue(w.Printf) })
+			Bubble(t, func(t *testing.T) { Requeue(w.Printf) })
 		}},
 		{p + "default_limiter", "controller-runtime " + DefaultLimiterHow, func(t *testing.T, w *Writer) {
-			synctest.Test(t, func(t *testing.T) { DefaultLimiter(w.Printf) })
+			Bubble(t, func(t *testing.T) { DefaultLimiter(w.Printf) })
 		}},
 	}
 	out = append(out,
 		Scenario{p + "default_queue_walks", "controller-runtime " + DefaultQueueHow, DefaultQueueWalks},
 		Scenario{p + "requeue_priority_queue", "controller-runtime " + RequeueDefaultHow, func(t *testing.T, w *Writer) {
-			synctest.Test(t, func(t *testing.T) { RequeueOnPriorityQueue(w.Printf) })
+			Bubble(t, func(t *testing.T) { RequeueOnPriorityQueue(w.Printf) })
 		}},
 	)
 	out = append(out, StormScenarios(p, CRWho(), ControllerRuntimeSubject)...)

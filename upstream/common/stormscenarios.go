@@ -3,13 +3,12 @@ package common
 import (
 	"fmt"
 	"testing"
-	"testing/synctest"
 )
 
 // stormIn runs one storm in a bubble of its own.
 func stormIn(t *testing.T, run StormRun, subject NewSubject) StormReport {
 	var r StormReport
-	synctest.Test(t, func(t *testing.T) {
+	Bubble(t, func(t *testing.T) {
 		var err error
 		r, err = RunStorm(run, subject)
 		if err != nil {

@@ -245,6 +245,8 @@ type CROptions struct {
 	SyncPeriod *time.Duration
 	// Dropper for the cache's watches.
 	Dropper *Dropper
+	// RateLimiter for the controller (nil: controller-runtime's default).
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// Predicates added to the watch as controller-runtime predicates.
 	Predicates []predicate.TypedPredicate[*corev1.ConfigMap]
 }
@@ -259,6 +261,7 @@ func StartCRController(client kubernetes.Interface, o CROptions, reconcile func(
 		SkipNameValidation:      ptr.To(true),
 		MaxConcurrentReconciles: o.Workers,
 		UsePriorityQueue:        o.UsePriorityQueue,
+		RateLimiter:             o.RateLimiter,
 		Reconciler: reconcileFunc(func(ctx context.Context, r reconcileRequest) (reconcileResult, error) {
 			return reconcile(ctx, cache, r)
 		}),

@@ -13,6 +13,7 @@ import (
 func TestRecord(t *testing.T) {
 	var all []common.Scenario
 	all = append(all, clientgo.Scenarios("")...)
+	all = append(all, common.ClientGoScenarios()...)
 	all = append(all, common.ControllerRuntimeScenarios()...)
 	common.Record(t, all)
 }

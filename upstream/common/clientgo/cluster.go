@@ -5,7 +5,6 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"controlloop/upstream/common"
 )
 
 // capture is a features.VersionedRegistry that keeps the versioned table it is given.
@@ -143,7 +144,7 @@ func init() {
 	})
 
 	register("informer_resync", "{client-go} SharedIndexInformer (resync 1s) over kubernetes/fake.NewSimpleClientset, in a synctest bubble; only the first resync's delivery is recorded", func(t *testing.T, w *writer) {
-		synctest.Test(t, func(t *testing.T) {
+		common.Bubble(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			client := fake.NewSimpleClientset(cm("web", 1))
 			cms := client.CoreV1().ConfigMaps("default")

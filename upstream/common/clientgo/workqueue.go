@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
+
+	"controlloop/upstream/common"
 )
 
 const web = "default/web"
@@ -64,7 +66,7 @@ func init() {
 	})
 
 	register("workqueue_forget_without_done", "{client-go} rate-limiting queue with DefaultTypedControllerRateLimiter, in a synctest bubble (the 500 ms wait is virtual time)", func(t *testing.T, w *writer) {
-		synctest.Test(t, func(t *testing.T) {
+		common.Bubble(t, func(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 			defer q.ShutDown()
 			q.Add(web)
@@ -103,7 +105,7 @@ func init() {
 	})
 
 	register("workqueue_done_without_forget", "{client-go} rate-limiting queue, DefaultTypedControllerRateLimiter, in a synctest bubble (each backoff waited out in virtual time)", func(t *testing.T, w *writer) {
-		synctest.Test(t, func(t *testing.T) {
+		common.Bubble(t, func(t *testing.T) {
 			limiter := &recordingLimiter{inner: workqueue.DefaultTypedControllerRateLimiter[string]()}
 			q := workqueue.NewTypedRateLimitingQueue[string](limiter)
 			defer q.ShutDown()
@@ -152,7 +154,7 @@ func init() {
 	})
 
 	register("rate_limiter_bucket_120", "{client-go} MaxOf(ItemExponentialFailure(5ms,1000s), Bucket) with the bucket's x/time/rate reservations taken at one frozen instant; cross-checked exactly against DefaultTypedControllerRateLimiter in a synctest bubble, where no time passes between the 120 calls", func(t *testing.T, w *writer) {
-		synctest.Test(t, func(t *testing.T) { bucket120(t, w) })
+		common.Bubble(t, func(t *testing.T) { bucket120(t, w) })
 	})
 }
 
