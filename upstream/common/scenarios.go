@@ -42,7 +42,7 @@ func ControllerRuntimeScenarios() []Scenario {
 			Bubble(t, func(t *testing.T) { RequeueOnPriorityQueue(w.Printf) })
 		}},
 	)
-	out = append(out, StormScenarios(p, CRWho(), ControllerRuntimeSubject)...)
+	out = append(out, StormScenarios(p, CRWho()+", a predicate keeping the storm's object", ControllerRuntimeSubject)...)
 	out = append(out, Scenario{p + "storm_and_initial_list", StormAndInitialListHow(), StormAndInitialListScenario})
 	out = append(out, Scenario{p + "resync", ResyncHow(), ResyncScenario})
 	out = append(out, Scenario{p + "fault_matrix", MatrixHow(), MatrixScenario})
@@ -52,5 +52,5 @@ func ControllerRuntimeScenarios() []Scenario {
 
 // CRWho names the controller-runtime controller the scenarios build, for the headers.
 func CRWho() string {
-	return "controller-runtime " + ControllerRuntime() + " (client-go " + ClientGo() + "): controller.NewTypedUnmanaged with its defaults (the queue and limiter it builds when none is set), one source.Kind watch on controller-runtime's own cache (cache.New; its informers over the fake through cache.Options.NewInformer) with EnqueueRequestForObject and a predicate keeping the one object, a reconciler reading through the cache"
+	return "controller-runtime " + ControllerRuntime() + " (client-go " + ClientGo() + "): controller.NewTypedUnmanaged with its defaults (the queue and limiter it builds when none is set), source.Kind watches on controller-runtime's own cache (cache.New; its informers over the fake through cache.Options.NewInformer) with EnqueueRequestForObject, a reconciler reading through the cache"
 }
