@@ -110,7 +110,7 @@ func EdgeStorms() []struct {
 
 // EdgeHow says how chapter 07's lines are obtained.
 func EdgeHow() string {
-	return CRWho() + " (no predicate: every event queues the key; the reconciler reads ConfigMap w from the cache and sets the world to its value, a command of the storm's cost whose failure is returned as an error), in a synctest bubble, one per storm: the port's lab::edge::run_async, level design only, on fake.NewSimpleClientset; a kill comes once the process has heard write 100 (synctest.Wait), cancels the controller and its cache, and the command it had in flight is not applied; a new process's workers start on controller-runtime's 100 ms poll of the cache's sync"
+	return CRWho() + " (no predicate: every event queues the key; the reconciler reads ConfigMap w from the cache and sets the world to its value, a command of the storm's cost whose failure is returned as an error), in a synctest bubble, one per storm: the port's lab::edge::run_async, level design only, on fake.NewSimpleClientset; a kill comes once the process has heard write 100 (synctest.Wait), cancels the controller and its cache, and the command it had in flight is not applied; a new process's workers start at its source's second look at the cache's sync, 100 ms after it starts (client-go's WaitForCacheSync polls every 100 ms, and here the cache starts after the controller's handler is registered, so the first, immediate look finds it unsynced)"
 }
 
 // EdgeScenario records the level design's column of chapter 07's four storms.
