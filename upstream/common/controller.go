@@ -1,7 +1,8 @@
-// Package common has what both recorders need: the recorded file format, and the
-// controller-runtime scenarios. It is its own module so that the recorder of each
-// controller-runtime version (upstream/record for v0.24, upstream/v022 for v0.22) runs the
-// very same code: the module that imports it decides the versions.
+// Package common has what every recorder needs: the recorded file format, and the scenarios
+// that run on controller-runtime (and client-go alone, where they build on every release). It
+// is its own module so that the recorder of each release (upstream/record for
+// controller-runtime v0.25, upstream/v024 for v0.24, upstream/v022 for v0.22) runs the very
+// same code: the module that imports it decides the versions.
 package common
 
 import (
@@ -137,7 +138,7 @@ func pad3(i int) string {
 }
 
 // RequeueHow says how the requeue lines are obtained, for the recorded header.
-const RequeueHow = "controller.NewTypedUnmanaged (UsePriorityQueue=false, NewQueue = a client-go rate-limiting queue that logs its calls), one request, the reconciler's first outcome; the calls after the source's Add, up to the first Done, and NumRequeues after"
+const RequeueHow = "controller.NewTypedUnmanaged (UsePriorityQueue=false, NewQueue = a client-go rate-limiting queue that logs its calls), one request, the reconciler's first outcome, in a synctest bubble; the calls after the source's Add, up to the first Done, and NumRequeues after"
 
 // Requeue records the queue calls a controller makes for each reconcile outcome.
 func Requeue(printf Printf) {
@@ -167,7 +168,7 @@ func Requeue(printf Printf) {
 }
 
 // DefaultLimiterHow says how the default-limiter lines are obtained.
-const DefaultLimiterHow = "controller.NewTypedUnmanaged with RateLimiter unset: the limiter it hands NewQueue, asked When for 120 fresh requests back to back (real clock, rounded to the millisecond), with UsePriorityQueue unset, false and true"
+const DefaultLimiterHow = "controller.NewTypedUnmanaged with RateLimiter unset: the limiter it hands NewQueue, asked When for 120 fresh requests back to back (in a synctest bubble: no time passes between the calls; printed rounded to the millisecond), with UsePriorityQueue unset, false and true"
 
 // DefaultLimiter records the limiter a controller picks when none is configured.
 func DefaultLimiter(printf Printf) {

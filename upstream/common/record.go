@@ -1,6 +1,7 @@
 package common
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -27,24 +30,63 @@ func (w *Writer) Note(format string, args ...any) {
 	w.notes = append(w.notes, fmt.Sprintf(format, args...))
 }
 
+// Lines returns the recorded lines so far.
+func (w *Writer) Lines() []string { return w.lines }
+
+// watched are the modules a recording names in its header.
+var watched = map[string]bool{
+	"k8s.io/client-go": true, "k8s.io/apimachinery": true, "k8s.io/api": true,
+	"k8s.io/utils": true, "golang.org/x/time": true, "sigs.k8s.io/controller-runtime": true,
+}
+
 // Modules lists the upstream module versions this binary was built with.
 func Modules() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
 	}
-	want := map[string]bool{
-		"k8s.io/client-go": true, "k8s.io/apimachinery": true, "k8s.io/api": true,
-		"k8s.io/utils": true, "golang.org/x/time": true, "sigs.k8s.io/controller-runtime": true,
-	}
 	var out []string
 	for _, d := range info.Deps {
-		if want[d.Path] {
+		if watched[d.Path] {
 			out = append(out, d.Path+" "+d.Version)
 		}
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// Version is the version of module path this binary was built with ("" if not linked).
+func Version(path string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range info.Deps {
+		if d.Path == path {
+			return d.Version
+		}
+	}
+	return ""
+}
+
+// Minor is "v0.N" for a module version "v0.N.P".
+func Minor(path string) string {
+	v := Version(path)
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// ClientGo and ControllerRuntime are the linked versions, e.g. "v0.37.2".
+func ClientGo() string          { return Version("k8s.io/client-go") }
+func ControllerRuntime() string { return Version("sigs.k8s.io/controller-runtime") }
+
+// ClientGoPrefix and ControllerRuntimePrefix start the names of the files a release writes:
+// "client_go_v0.37_", "controller_runtime_v0.25_".
+func ClientGoPrefix() string { return "client_go_" + Minor("k8s.io/client-go") + "_" }
+func ControllerRuntimePrefix() string {
+	return "controller_runtime_" + Minor("sigs.k8s.io/controller-runtime") + "_"
 }
 
 // Save writes dir/name.txt: the header (scenario, how, modules, Go version, date, notes),
@@ -63,10 +105,55 @@ func (w *Writer) Save(dir, name, how string) error {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	path := filepath.Join(dir, name+".txt")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return err
+	return os.WriteFile(filepath.Join(dir, name+".txt"), []byte(b.String()), 0o644)
+}
+
+// Scenario is one recorded file: Run prints its lines through w. A scenario that needs Go's
+// virtual clock runs its body in synctest.Test(t, …) itself.
+type Scenario struct {
+	Name string
+	// How says how the lines were obtained, for the header.
+	How string
+	Run func(t *testing.T, w *Writer)
+}
+
+// Out is the directory a recorder writes into; empty: run the scenarios, write nothing.
+var Out = flag.String("out", "", "directory for the recorded files (empty: run, write nothing)")
+
+// Record runs each scenario as a subtest of t (select with -run 'TestRecord/NAME') and, with
+// -out, writes its file there.
+func Record(t *testing.T, scenarios []Scenario) {
+	if *Out != "" {
+		if err := os.MkdirAll(*Out, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	fmt.Printf("%-50s %3d lines\n", path, len(w.lines))
-	return nil
+	seen := map[string]bool{}
+	for _, s := range scenarios {
+		if seen[s.Name] {
+			t.Fatalf("two scenarios named %s", s.Name)
+		}
+		seen[s.Name] = true
+		t.Run(s.Name, func(t *testing.T) {
+			w := &Writer{}
+			s.Run(t, w)
+			if t.Failed() || *Out == "" {
+				return
+			}
+			if err := w.Save(*Out, s.Name, s.How); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d lines", filepath.Join(*Out, s.Name+".txt"), len(w.lines))
+		})
+	}
+}
+
+// Bubble runs f in a synctest bubble (testing/synctest.Test), then lets one virtual second
+// pass before the bubble ends: client-go v0.34's queues stop their metrics ticker only at its
+// next tick after ShutDown, and a bubble must not end with a goroutine still waiting.
+func Bubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		f(t)
+		time.Sleep(time.Second)
+	})
 }

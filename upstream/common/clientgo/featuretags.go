@@ -1,4 +1,4 @@
-package main
+package clientgo
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // featureTags are the client-go releases whose own feature table the port's minors follow.
@@ -102,7 +103,7 @@ func specFields(lit *ast.CompositeLit) tagSpec {
 }
 
 func init() {
-	register("feature_gates_by_release", "each client-go release's own features/known_features.go (downloaded with go mod download, parsed with go/ast, not run): each informer gate's newest spec, which is what that release runs with standalone", func(w *writer) {
+	register("feature_gates_by_release", "each client-go release's own features/known_features.go (downloaded with go mod download, parsed with go/ast, not run): each informer gate's newest spec, which is what that release runs with standalone", func(t *testing.T, w *writer) {
 		for _, tag := range featureTags {
 			specs := newestSpecs(filepath.Join(moduleDir(tag), "features", "known_features.go"))
 			for _, f := range modelled {

@@ -1,12 +1,15 @@
-package main
+package clientgo
 
 import (
 	"sync/atomic"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
-	testingclock "k8s.io/utils/clock/testing"
+
+	"controlloop/upstream/common"
 )
 
 const web = "default/web"
@@ -34,26 +37,8 @@ func (p *depthProvider) NewLongestRunningProcessorSecondsMetric(string) workqueu
 	return &counter{}
 }
 
-// getWithin returns what Get returned within d, or "" if it was still blocked.
-func getWithin[T comparable](q workqueue.TypedInterface[T], d time.Duration) (T, bool, chan T) {
-	ch := make(chan T, 1)
-	go func() {
-		item, shutdown := q.Get()
-		if !shutdown {
-			ch <- item
-		}
-	}()
-	select {
-	case item := <-ch:
-		return item, true, nil
-	case <-time.After(d):
-		var zero T
-		return zero, false, ch
-	}
-}
-
 func init() {
-	register("workqueue_coalescing", "client-go Typed queue with a metrics provider reading depth and adds", func(w *writer) {
+	register("workqueue_coalescing", "{client-go} Typed queue with a metrics provider reading depth and adds", func(t *testing.T, w *writer) {
 		p := &depthProvider{}
 		q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "coalescing", MetricsProvider: p})
 		step := func(what string) {
@@ -80,61 +65,81 @@ func init() {
 		w.printf("shut down, get: shutdown %v", shutdown)
 	})
 
-	register("workqueue_forget_without_done", "client-go rate-limiting queue with DefaultTypedControllerRateLimiter, real clock; the 500 ms wait is real time", func(w *writer) {
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-		q.Add(web)
-		item, _ := q.Get()
-		w.printf("add, get -> %s", item)
-		q.AddRateLimited(web)
-		q.Forget(web)
-		w.printf("add_rate_limited, forget: num_requeues %d, len %d", q.NumRequeues(web), q.Len())
-		for range 100 {
+	register("workqueue_forget_without_done", "{client-go} rate-limiting queue with DefaultTypedControllerRateLimiter, in a synctest bubble (the 500 ms wait is virtual time)", func(t *testing.T, w *writer) {
+		common.Bubble(t, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+			defer q.ShutDown()
 			q.Add(web)
-		}
-		w.printf("100 adds: len %d", q.Len())
-		_, got, pending := getWithin[string](q, 500*time.Millisecond)
-		w.printf("get within 500ms: returned %v", got)
-		q.Done(web)
-		select {
-		case item := <-pending:
-			w.printf("late done: the waiting get -> %s", item)
-		case <-time.After(5 * time.Second):
-			panic("the late Done did not release the key within 5s")
-		}
-		q.Done(web)
-		q.ShutDown()
-	})
-
-	register("workqueue_done_without_forget", "client-go rate-limiting queue, DefaultTypedControllerRateLimiter, fake clock (k8s.io/utils/clock/testing)", func(w *writer) {
-		clock := testingclock.NewFakeClock(time.Unix(0, 0))
-		limiter := &recordingLimiter{inner: workqueue.DefaultTypedControllerRateLimiter[string]()}
-		q := workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter, workqueue.TypedRateLimitingQueueConfig[string]{Clock: clock})
-		defer q.ShutDown()
-		q.Add(web)
-		fail := func(what string) {
 			item, _ := q.Get()
-			q.AddRateLimited(item)
-			q.Done(item)
-			w.printf("%s: add_rate_limited delay %v, done; num_requeues %d", what, limiter.last, q.NumRequeues(web))
-			stepUntilQueued(clock, q, limiter.last)
-		}
-		for i := 1; i <= 3; i++ {
-			fail("failure " + itoa(i))
-		}
-		item, _ := q.Get()
-		q.Done(item)
-		w.printf("success, done without forget: num_requeues %d", q.NumRequeues(web))
-		q.Add(web)
-		fail("next failure")
-		item, _ = q.Get()
-		q.Forget(item)
-		q.Done(item)
-		w.printf("success, forget and done: num_requeues %d", q.NumRequeues(web))
-		q.Add(web)
-		fail("next failure")
+			w.printf("add, get -> %s", item)
+			q.AddRateLimited(web)
+			q.Forget(web)
+			w.printf("add_rate_limited, forget: num_requeues %d, len %d", q.NumRequeues(web), q.Len())
+			for range 100 {
+				q.Add(web)
+			}
+			w.printf("100 adds: len %d", q.Len())
+			got := make(chan string, 1)
+			go func() {
+				if item, shutdown := q.Get(); !shutdown {
+					got <- item
+				}
+			}()
+			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-got:
+				w.printf("get within 500ms: returned true")
+			default:
+				w.printf("get within 500ms: returned false")
+			}
+			q.Done(web)
+			synctest.Wait()
+			select {
+			case item := <-got:
+				w.printf("late done: the waiting get -> %s", item)
+			default:
+				t.Fatal("the late Done did not release the key")
+			}
+			q.Done(web)
+		})
 	})
 
-	register("rate_limiter_default", "client-go DefaultTypedControllerRateLimiter().When for one item (its bucket never empties in 25 calls)", func(w *writer) {
+	register("workqueue_done_without_forget", "{client-go} rate-limiting queue, DefaultTypedControllerRateLimiter, in a synctest bubble (each backoff waited out in virtual time)", func(t *testing.T, w *writer) {
+		common.Bubble(t, func(t *testing.T) {
+			limiter := &recordingLimiter{inner: workqueue.DefaultTypedControllerRateLimiter[string]()}
+			q := workqueue.NewTypedRateLimitingQueue[string](limiter)
+			defer q.ShutDown()
+			q.Add(web)
+			fail := func(what string) {
+				item, _ := q.Get()
+				q.AddRateLimited(item)
+				q.Done(item)
+				w.printf("%s: add_rate_limited delay %v, done; num_requeues %d", what, limiter.last, q.NumRequeues(web))
+				start := time.Now()
+				time.Sleep(limiter.last)
+				synctest.Wait()
+				if q.Len() != 1 || time.Since(start) != limiter.last {
+					t.Fatalf("the key was not ready after exactly %v", limiter.last)
+				}
+			}
+			for i := 1; i <= 3; i++ {
+				fail("failure " + itoa(i))
+			}
+			item, _ := q.Get()
+			q.Done(item)
+			w.printf("success, done without forget: num_requeues %d", q.NumRequeues(web))
+			q.Add(web)
+			fail("next failure")
+			item, _ = q.Get()
+			q.Forget(item)
+			q.Done(item)
+			w.printf("success, forget and done: num_requeues %d", q.NumRequeues(web))
+			q.Add(web)
+			fail("next failure")
+		})
+	})
+
+	register("rate_limiter_default", "{client-go} DefaultTypedControllerRateLimiter().When for one item (its bucket never empties in 25 calls)", func(t *testing.T, w *writer) {
 		l := workqueue.DefaultTypedControllerRateLimiter[string]()
 		first := 0
 		for i := 1; i <= 25; i++ {
@@ -148,7 +153,13 @@ func init() {
 		w.printf("num_requeues: %d", l.NumRequeues(web))
 	})
 
-	register("rate_limiter_bucket_120", "client-go MaxOf(ItemExponentialFailure(5ms,1000s), Bucket) with the bucket's x/time/rate reservations taken at one frozen instant; cross-checked against DefaultTypedControllerRateLimiter on the real clock to the millisecond", func(w *writer) {
+	register("rate_limiter_bucket_120", "{client-go} MaxOf(ItemExponentialFailure(5ms,1000s), Bucket) with the bucket's x/time/rate reservations taken at one frozen instant; cross-checked exactly against DefaultTypedControllerRateLimiter in a synctest bubble, where no time passes between the 120 calls", func(t *testing.T, w *writer) {
+		common.Bubble(t, func(t *testing.T) { bucket120(t, w) })
+	})
+}
+
+func bucket120(t *testing.T, w *writer) {
+	{
 		frozen := workqueue.NewTypedMaxOfRateLimiter[string](
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 1000*time.Second),
 			&frozenBucket{limiter: rate.NewLimiter(rate.Limit(10), 100), at: time.Unix(0, 0)},
@@ -157,12 +168,12 @@ func init() {
 		for i := 1; i <= 120; i++ {
 			key := "default/obj-" + pad3(i)
 			d, r := frozen.When(key), real.When(key)
-			if r.Round(time.Millisecond) != d {
-				panic("the real-clock limiter drifted by more than half a millisecond: rerun on a quieter machine")
+			if r != d {
+				t.Fatalf("item %d: the frozen bucket says %v, the limiter in the bubble %v", i, d, r)
 			}
 			w.printf("item %s: %v", pad3(i), d)
 		}
-	})
+	}
 }
 
 // recordingLimiter remembers the last delay it handed out.
@@ -190,25 +201,6 @@ func (b *frozenBucket) When(string) time.Duration {
 }
 func (b *frozenBucket) Forget(string)          {}
 func (b *frozenBucket) NumRequeues(string) int { return 0 }
-
-// stepUntilQueued advances the fake clock by d and waits (real time, bounded) until the
-// delaying queue's goroutine has moved the item in.
-func stepUntilQueued(clock *testingclock.FakeClock, q workqueue.TypedRateLimitingInterface[string], d time.Duration) {
-	deadline := time.Now().Add(5 * time.Second)
-	for !clock.HasWaiters() {
-		if time.Now().After(deadline) {
-			panic("the delaying queue never armed its timer")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	clock.Step(d)
-	for q.Len() == 0 {
-		if time.Now().After(deadline) {
-			panic("the delayed item never became ready: delaying queue stuck?")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func itoa(i int) string {
 	return string(rune('0' + i/10%10))[0:b2i(i >= 10)] + string(rune('0'+i%10))

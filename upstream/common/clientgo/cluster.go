@@ -1,8 +1,10 @@
-package main
+package clientgo
 
 import (
 	"context"
 	"sort"
+	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"controlloop/upstream/common"
 )
 
 // capture is a features.VersionedRegistry that keeps the versioned table it is given.
@@ -60,7 +64,7 @@ var modelled = []features.Feature{
 }
 
 func init() {
-	register("feature_gates", "client-go v0.36.3's versioned table, obtained by running features.AddVersionedFeaturesToExistingFeatureGates, resolved at each emulated 1.32-1.37 by component-base's rule (the last spec whose version <= the emulated one; none: PreAlpha, off); the 'standalone' lines are features.FeatureGates().Enabled in this binary", func(w *writer) {
+	register("feature_gates", "{client-go}'s versioned table, obtained by running features.AddVersionedFeaturesToExistingFeatureGates, resolved at each emulated 1.32-1.37 by component-base's rule (the last spec whose version <= the emulated one; none: PreAlpha, off); the 'standalone' lines are features.FeatureGates().Enabled in this binary", func(t *testing.T, w *writer) {
 		c := &capture{}
 		must(features.AddVersionedFeaturesToExistingFeatureGates(c))
 		var others []string
@@ -93,7 +97,7 @@ func init() {
 		}
 	})
 
-	register("fake_clientset_resource_versions", "client-go kubernetes/fake.NewSimpleClientset, ConfigMaps in default", func(w *writer) {
+	register("fake_clientset_resource_versions", "{client-go} kubernetes/fake.NewSimpleClientset, ConfigMaps in default", func(t *testing.T, w *writer) {
 		ctx := context.Background()
 		cms := fake.NewSimpleClientset().CoreV1().ConfigMaps("default")
 		list := func(what string) {
@@ -139,44 +143,56 @@ func init() {
 		}
 	})
 
-	register("informer_resync", "client-go SharedIndexInformer (resync 1s, real clock) over kubernetes/fake; only the first resync's delivery is recorded", func(w *writer) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		client := fake.NewSimpleClientset(cm("web", 1))
-		cms := client.CoreV1().ConfigMaps("default")
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return cms.Watch(ctx, o)
-			},
-		}
-		// As informer-gen does: the fake cannot stream lists, and says so.
-		informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.ConfigMap{}, time.Second, cache.Indexers{})
-		type update struct{ old, new *corev1.ConfigMap }
-		updates := make(chan update, 16)
-		adds := make(chan string, 16)
-		_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { adds <- obj.(*corev1.ConfigMap).Name },
-			UpdateFunc: func(o, n any) {
-				updates <- update{o.(*corev1.ConfigMap), n.(*corev1.ConfigMap)}
-			},
-		})
-		must(err)
-		go informer.RunWithContext(ctx)
-		select {
-		case name := <-adds:
-			w.printf("OnAdd %s", name)
-		case <-time.After(10 * time.Second):
-			panic("no OnAdd within 10s: informer never listed?")
-		}
-		select {
-		case u := <-updates:
+	register("informer_resync", "{client-go} SharedIndexInformer (resync 1s) over kubernetes/fake.NewSimpleClientset, in a synctest bubble; only the first resync's delivery is recorded", func(t *testing.T, w *writer) {
+		common.Bubble(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			client := fake.NewSimpleClientset(cm("web", 1))
+			cms := client.CoreV1().ConfigMaps("default")
+			lw := &cache.ListWatch{
+				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return cms.Watch(ctx, o)
+				},
+			}
+			// As informer-gen does: the fake cannot stream lists, and says so.
+			informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.ConfigMap{}, time.Second, cache.Indexers{})
+			type update struct{ old, new *corev1.ConfigMap }
+			var mu sync.Mutex
+			var adds []string
+			var updates []update
+			_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(obj any) {
+					mu.Lock()
+					defer mu.Unlock()
+					adds = append(adds, obj.(*corev1.ConfigMap).Name)
+				},
+				UpdateFunc: func(o, n any) {
+					mu.Lock()
+					defer mu.Unlock()
+					updates = append(updates, update{o.(*corev1.ConfigMap), n.(*corev1.ConfigMap)})
+				},
+			})
+			must(err)
+			stopped := make(chan struct{})
+			go func() {
+				informer.RunWithContext(ctx)
+				close(stopped)
+			}()
+			// One second and a little: the first resync has been delivered, the second not.
+			time.Sleep(1500 * time.Millisecond)
+			mu.Lock()
+			if len(adds) != 1 || len(updates) != 1 {
+				t.Fatalf("after 1.5s: %d adds, %d updates", len(adds), len(updates))
+			}
+			w.printf("OnAdd %s", adds[0])
+			u := updates[0]
+			mu.Unlock()
 			w.printf("resync: OnUpdate %s, old and new the same object: %v", u.new.Name, u.old == u.new)
 			w.printf("resync: old rv %s, new rv %s", quote(u.old.ResourceVersion), quote(u.new.ResourceVersion))
-		case <-time.After(10 * time.Second):
-			panic("no resync OnUpdate within 10s")
-		}
-		w.printf("after the resync: list calls %d, watch calls %d", countActions(client, "list"), countActions(client, "watch"))
+			w.printf("after the resync: list calls %d, watch calls %d", countActions(client, "list"), countActions(client, "watch"))
+			cancel()
+			<-stopped
+		})
 	})
 }
 

@@ -1,9 +1,10 @@
-package main
+package clientgo
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,7 +138,7 @@ func printPops(w *writer, fifo string, pops []string) {
 }
 
 func init() {
-	register("fifo_interleave", "client-go DeltaFIFO (informer options, empty indexer), RealFIFO (known objects) Pop, atomic RealFIFO PopBatch; add alpha v1, add beta v1, update alpha v2, update beta v2, update alpha v3, delete beta v2, then drain", func(w *writer) {
+	register("fifo_interleave", "client-go DeltaFIFO (informer options, empty indexer), RealFIFO (known objects) Pop, atomic RealFIFO PopBatch; add alpha v1, add beta v1, update alpha v2, update beta v2, update alpha v3, delete beta v2, then drain", func(t *testing.T, w *writer) {
 		d := deltaFIFO(newIndexer())
 		interleave(d)
 		printPops(w, "DeltaFIFO Pop", drainPops(d))
@@ -149,7 +150,7 @@ func init() {
 		printPops(w, "atomic RealFIFO PopBatch", drainBatches(a))
 	})
 
-	register("fifo_ghost_delete", "client-go FIFOs, a Delete of an object no one knew (empty indexer, nothing queued)", func(w *writer) {
+	register("fifo_ghost_delete", "client-go FIFOs, a Delete of an object no one knew (empty indexer, nothing queued)", func(t *testing.T, w *writer) {
 		d := deltaFIFO(newIndexer())
 		must(d.Delete(cm("ghost", 0)))
 		printPops(w, "DeltaFIFO Pop", drainPops(d))
@@ -161,7 +162,7 @@ func init() {
 		printPops(w, "atomic RealFIFO PopBatch", drainBatches(a))
 	})
 
-	register("fifo_replace_deletions", "client-go FIFOs; the indexer holds alpha v1, beta v1, gamma v1; update beta v2 is queued; then Replace([alpha v5, delta v1], rv 10)", func(w *writer) {
+	register("fifo_replace_deletions", "client-go FIFOs; the indexer holds alpha v1, beta v1, gamma v1; update beta v2 is queued; then Replace([alpha v5, delta v1], rv 10)", func(t *testing.T, w *writer) {
 		known := func() cache.Indexer { return newIndexer(cm("alpha", 1), cm("beta", 1), cm("gamma", 1)) }
 		d := deltaFIFO(known())
 		must(d.Update(cm("beta", 2)))

@@ -1,0 +1,8 @@
+// Command v024 re-records the scenarios on controller-runtime v0.24.1 and client-go v0.36.3
+// into ../recorded (`cd v024 && go run . [-out DIR] [-only NAME]`); it runs TestRecord with
+// `go test`, as ../record does. A module of its own: one go.mod holds one controller-runtime.
+package main
+
+import "controlloop/upstream/common"
+
+func main() { common.GoRun("controlloop/upstream/v024", "../recorded") }
