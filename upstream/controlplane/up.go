@@ -63,6 +63,7 @@ type upOptions struct {
 	detach, supervised bool
 	compaction         time.Duration
 	port               int
+	advertise          string
 	timeout, grace     time.Duration
 	httpProxy          bool
 	etcdArgs, apiArgs  multiFlag
@@ -78,6 +79,7 @@ func cmdUp(args []string) error {
 	fs.BoolVar(&o.supervised, "supervised", false, "internal: this is the background supervisor --detach started")
 	fs.DurationVar(&o.compaction, "compaction-interval", 5*time.Minute, "kube-apiserver --etcd-compaction-interval (its default is 5m; 0 turns compaction off; short values let a test see a compacted resourceVersion answered with 410 Gone)")
 	fs.IntVar(&o.port, "port", 0, "kube-apiserver secure port on 127.0.0.1 (0: a free one)")
+	fs.StringVar(&o.advertise, "advertise-address", "", "kube-apiserver --advertise-address, only stored in the default/kubernetes endpoints, never connected to (default: unset, so the apiserver picks the host's address as under envtest; it refuses a loopback one)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long each process may take to become ready")
 	fs.DurationVar(&o.grace, "grace", 20*time.Second, "how long a process may take to stop after SIGTERM before SIGKILL (envtest's StopTimeout is 20s)")
 	fs.BoolVar(&o.httpProxy, "http-proxy", false, "also run 'kubectl proxy' on a free 127.0.0.1 port: the same API over plain HTTP, authenticated as the admin")
@@ -286,7 +288,6 @@ func supervise(l *layout, o *upOptions) (err error) {
 	api := &proc{Name: "kube-apiserver", URL: server, Args: append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[2]),
 		"--tls-cert-file=" + pki(pkiFiles.servingCrt),
 		"--tls-private-key-file=" + pki(pkiFiles.servingKey),
@@ -300,14 +301,15 @@ func supervise(l *layout, o *upOptions) (err error) {
 		"--disable-admission-plugins=ServiceAccount",
 		"--etcd-compaction-interval=" + o.compaction.String(),
 	}, o.apiArgs...)}
+	if o.advertise != "" {
+		api.Args = append(api.Args[:len(api.Args)-len(o.apiArgs)], append([]string{"--advertise-address=" + o.advertise}, o.apiArgs...)...)
+	}
 	if err := s.startAndWait(api, func() error { return checkHTTP(tlsAdmin, server+"/readyz") }); err != nil {
 		return err
 	}
 
 	kcm := &proc{Name: "kube-controller-manager", URL: kcmURL, Args: append([]string{
 		"--kubeconfig=" + l.kcmKC,
-		"--authentication-kubeconfig=" + l.kcmKC,
-		"--authorization-kubeconfig=" + l.kcmKC,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[3]),
 		"--tls-cert-file=" + pki(pkiFiles.servingCrt),
