@@ -38,6 +38,8 @@ verbs:
   status   say whether a control plane is up, and where
   env      wait until a control plane is up, then print shell exports
            (eval "$(controlplane env)")
+  smoke    check a running control plane with kubectl: namespaces, a
+           ConfigMap, a CRD, the garbage collector, the namespace controller
 
 Run "controlplane <verb> -h" for a verb's flags.
 `)
@@ -61,6 +63,8 @@ func main() {
 		err = cmdStatus(args)
 	case "env":
 		err = cmdEnv(args)
+	case "smoke":
+		err = cmdSmoke(args)
 	case "help", "-h", "--help":
 		usage()
 		return
