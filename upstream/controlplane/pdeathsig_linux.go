@@ -3,13 +3,17 @@ package main
 import (
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
-// A foreground `up` asks the kernel for SIGTERM when its parent dies. `go run`
-// does not pass SIGTERM on to the program it runs, so without this a SIGTERM
-// to `go run ... up` would leave the supervisor, and so the control plane,
-// running. The setting belongs to the main thread, on which init runs.
+// A foreground `up` run by `go run` asks the kernel for SIGTERM when the go
+// command dies. `go run` does not pass SIGTERM on to the program it runs, so
+// without this a SIGTERM to `go run ... up` would leave the supervisor, and so
+// the control plane, running. Only under the go command: a shell's `up &`
+// keeps its usual meaning. The setting belongs to the main thread, on which
+// init runs.
 func init() {
 	if len(os.Args) < 2 || os.Args[1] != "up" {
 		return
@@ -20,9 +24,13 @@ func init() {
 			return
 		}
 	}
+	ppid := os.Getppid()
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "go" {
+		return
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ppid := os.Getppid()
 	syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
 	if os.Getppid() != ppid { // the parent died before the request
 		syscall.Kill(os.Getpid(), syscall.SIGTERM)
