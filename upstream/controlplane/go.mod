@@ -1,0 +1,3 @@
+module controlloop/upstream/controlplane
+
+go 1.26.0
