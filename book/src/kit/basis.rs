@@ -187,10 +187,14 @@ impl Basis {
 
     /// Reads the file a band's `basis` names (`book/bases/NAME.tsv`).
     pub fn of<T>(band: &Band<T>) -> Result<Basis, BasisError> {
-        let file = band
-            .basis
+        Basis::of_file(band.basis)
+    }
+
+    /// Reads the file a `basis` names (`book/bases/NAME.tsv`).
+    pub fn of_file(basis: &'static str) -> Result<Basis, BasisError> {
+        let file = basis
             .strip_prefix(PREFIX)
-            .ok_or(BasisError::NotAFile(band.basis))?;
+            .ok_or(BasisError::NotAFile(basis))?;
         Basis::read(file)
     }
 

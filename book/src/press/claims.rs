@@ -148,9 +148,10 @@ pub const DERIVED: &[Derived] = &[
             let after = b.split("requests_within_1s_of_each_resync_tick:").nth(1)?;
             let n: Vec<&str> = after
                 .lines()
+                .skip(1) // the rest of the key's own line
                 .map_while(|l| l.trim().strip_prefix("- "))
                 .collect();
-            Some(format!("requests at the resync ticks: {}", n.join(", ")))
+            (!n.is_empty()).then(|| format!("requests at the resync ticks: {}", n.join(", ")))
         },
     },
     Derived {

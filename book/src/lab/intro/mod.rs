@@ -67,5 +67,13 @@ pub fn ch00_virtual_time() {
     controlloop_book::kit::snap::yaml("ch00_virtual_time", &report, vec![]);
     let took = format!("Ten virtual one-second sleeps took {real:?} of real time.");
     controlloop_book::kit::measured::record("ch00_virtual_time", took).unwrap();
+    use controlloop_book::kit::claims::{Row, record};
+    let claim = "Ten one-second sleeps on the paused clock take exactly ten seconds";
+    record(Row::exact(
+        claim,
+        "00",
+        "ch00_virtual_time",
+        &report.virtual_elapsed,
+    ));
     // book: end ch00_virtual_time
 }
