@@ -523,13 +523,13 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
             "Invalid",
         ),
         (
-            "apply patch without a fieldManager",
+            "server-side apply, which needs field ownership the server does not keep",
             "PATCH",
-            format!("{CMS}/a"),
+            format!("{CMS}/a?fieldManager=test"),
             "application/apply-patch+yaml",
             body(json!({"data": {"x": "y"}})),
-            400,
-            "BadRequest",
+            415,
+            "UnsupportedMediaType",
         ),
         // The protobuf envelope kubectl sends.
         (

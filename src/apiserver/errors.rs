@@ -144,8 +144,34 @@ impl ApiError {
         )
     }
 
+    /// 415 with the reason the content type is refused.
+    pub fn unsupported_media_type_because(what: &str, why: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the content type {what:?} is not supported here: {why}"),
+        )
+    }
+
+    /// 422 without field causes: a request that is well-formed but cannot be carried out
+    /// (upstream's generic 422 response, reason `Invalid`).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 422: the object is invalid. `causes` are `(field, message)` pairs.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(&str, String)]) -> Self {
+        Self::invalid_with_reason(group, kind, name, "FieldValueInvalid", causes)
+    }
+
+    /// 422 whose causes carry `reason` (`FieldValueForbidden`, `FieldValueNotSupported`, …).
+    pub fn invalid_with_reason(
+        group: &str,
+        kind: &str,
+        name: &str,
+        reason: &str,
+        causes: &[(&str, String)],
+    ) -> Self {
         let gk = if group.is_empty() {
             kind.to_string()
         } else {
@@ -159,7 +185,7 @@ impl ApiError {
         );
         let causes: Vec<Value> = causes
             .iter()
-            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .map(|(f, m)| json!({"reason": reason, "message": m, "field": f}))
             .collect();
         e.details = Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}));
         e

@@ -10,6 +10,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
+use super::strategic::{self, Ty};
 use super::validation;
 use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -30,8 +31,9 @@ pub(crate) struct Kind {
     pub tracks_generation: bool,
     /// An update without `metadata.resourceVersion` is allowed (no optimistic concurrency).
     pub unconditional_update: bool,
-    /// Strategic merge patch is accepted (built-in kinds only, as upstream).
-    pub strategic_merge: bool,
+    /// The patch metadata strategic merge patch follows; `None` refuses it with 415 (custom
+    /// resources, as upstream).
+    pub patch_schema: Option<&'static Ty>,
     /// Decodes a body into the typed object and back, dropping unknown fields.
     round_trip: fn(Value) -> Result<Value, String>,
     /// A decode failure is 422 (schema validation) rather than 400 (decoder).
@@ -62,7 +64,7 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: false,
         tracks_generation: false,
         unconditional_update: true,
-        strategic_merge: true,
+        patch_schema: Some(&strategic::CONFIG_MAP),
         round_trip: round_trip::<ConfigMap>,
         decode_error_is_invalid: false,
     },
@@ -76,7 +78,7 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: true,
         tracks_generation: true,
         unconditional_update: false,
-        strategic_merge: false,
+        patch_schema: None,
         round_trip: round_trip::<Widget>,
         decode_error_is_invalid: true,
     },
@@ -92,7 +94,7 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: false,
         tracks_generation: true,
         unconditional_update: false,
-        strategic_merge: false,
+        patch_schema: None,
         round_trip: round_trip::<PlainWidget>,
         decode_error_is_invalid: true,
     },

@@ -101,6 +101,7 @@ mod protobuf;
 mod selector;
 mod serve;
 mod storage;
+mod strategic;
 mod validation;
 mod watch;
 
@@ -363,8 +364,7 @@ impl Cluster {
         let prepared = KINDS[kind].prepare(&ns, None, value)?;
         let now = self.now();
         let stored = self.write(|st| st.silent_write(kind, prepared, now))?;
-        serde_json::from_value(stored.value.clone())
-            .map_err(|e| ApiError::bad_request(e.to_string()))
+        serde_json::from_slice(&stored.json).map_err(|e| ApiError::bad_request(e.to_string()))
     }
 
     /// Fails the next `n` resource requests (discovery is exempt) with 429 or 500 and a

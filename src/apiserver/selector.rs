@@ -15,9 +15,8 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use super::errors::ApiError;
+use super::storage::Meta;
 use super::validation::{is_label_value, is_qualified_name};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -300,8 +299,7 @@ impl Selector {
     }
 
     /// Whether the object satisfies every requirement.
-    pub fn matches(&self, obj: &Value) -> bool {
-        let meta = &obj["metadata"];
+    pub fn matches(&self, meta: &Meta) -> bool {
         let check = |have: Option<&str>, op: &Op| match op {
             Op::Eq(v) => have == Some(v.as_str()),
             Op::NotEq(v) => have != Some(v.as_str()),
@@ -316,12 +314,13 @@ impl Selector {
                 .and_then(|h| h.parse::<i64>().ok())
                 .is_some_and(|h| h < *n),
         };
-        self.labels
-            .iter()
-            .all(|(k, op)| check(meta["labels"][k.as_str()].as_str(), op))
+        self.labels.iter().all(|(k, op)| check(meta.label(k), op))
             && self.fields.iter().all(|(k, op)| {
-                let field = k.strip_prefix("metadata.").unwrap_or(k);
-                check(meta[field].as_str(), op)
+                let have = match k.as_str() {
+                    "metadata.name" => &meta.name,
+                    _ => &meta.namespace,
+                };
+                check(Some(have), op)
             })
     }
 }
@@ -329,10 +328,12 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn obj(labels: Value) -> Value {
-        json!({"metadata": {"name": "a", "namespace": "n", "labels": labels}})
+    fn obj(labels: Value) -> Meta {
+        let v = json!({"metadata": {"name": "a", "namespace": "n", "labels": labels}});
+        let stored = crate::apiserver::storage::Stored::for_test(v, 1);
+        std::sync::Arc::try_unwrap(stored).unwrap().meta
     }
 
     fn sel(s: &str) -> Selector {

@@ -113,8 +113,8 @@ impl WatchRequest {
         let ns_ok = self
             .namespace
             .as_deref()
-            .is_none_or(|ns| obj.value["metadata"]["namespace"] == ns);
-        ns_ok && (self.selector.is_empty() || self.selector.matches(&obj.value))
+            .is_none_or(|ns| &*obj.meta.namespace == ns);
+        ns_ok && (self.selector.is_empty() || self.selector.matches(&obj.meta))
     }
 
     /// Frames `e` for this watcher, if it sees it. An object that starts or stops matching the

@@ -16,8 +16,8 @@
 //! 2. The storage lock is held only for storage calls: decoding, patching, selector matching
 //!    and serialisation run outside it. A patch is a read-modify-write: it reads the object,
 //!    patches a copy without the lock, and commits only if the object is still at the
-//!    resourceVersion it read, retrying a bounded number of times otherwise (as kube-apiserver's
-//!    `GuaranteedUpdate` does).
+//!    resourceVersion it read, and otherwise reads and patches again, without a bound on
+//!    attempts but within the request deadline (as kube-apiserver's `GuaranteedUpdate` does).
 //! 3. Every number taken from a request is parsed into a range that no later arithmetic can
 //!    overflow: counts saturate, durations use checked instants.
 //!
@@ -30,6 +30,7 @@ mod reads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -48,9 +49,6 @@ use super::storage::{Preconditions, Stored, UpdateMode};
 use super::validation;
 use super::{Cluster, discovery, protobuf};
 use reads::{flag, list, signed, start_watch};
-
-/// How many times a patch is re-applied when the object changed under it (keeps I2).
-const MAX_PATCH_ATTEMPTS: usize = 5;
 
 /// The router's single entry point: faults, dispatch, request log.
 pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Response {
@@ -183,7 +181,19 @@ async fn dispatch(
     req: Request,
 ) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
+    // No resource here has a CONNECT subresource (exec, attach, port-forward and proxy are
+    // for pods, nodes and services), so CONNECT is 405 wherever it points, the root and a
+    // bare `host:port` (which names no path) included.
+    if req.method() == Method::CONNECT {
+        return Err(ApiError::method_not_allowed(
+            "CONNECT",
+            req.uri().to_string().as_str(),
+        ));
+    }
     if segments.is_empty() {
+        if req.method() != Method::GET {
+            return Err(ApiError::method_not_allowed(req.method().as_str(), "/"));
+        }
         let paths = ["/api", "/api/v1", "/apis", "/version"];
         return Ok(json_response(
             StatusCode::OK,
@@ -257,28 +267,16 @@ async fn dispatch(
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
-            if patch_type == PatchType::Apply && q.get("fieldManager").is_none_or(|f| f.is_empty())
-            {
-                return Err(ApiError::bad_request(
-                    "fieldManager is required for apply patches",
-                ));
-            }
             let patch = patch_type.parse(read_json(cluster, req).await?)?;
-            let create = patch_type == PatchType::Apply && !t.status;
-            let (stored, created) = patch_object(cluster, &t, ns, name, &patch, create, mode)?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(object_response(code, &stored))
+            let stored = patch_object(cluster, &t, ns, name, &patch, mode).await?;
+            Ok(object_response(StatusCode::OK, &stored))
         }
         (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
             let body = read_body(cluster, req).await?;
             let pre = delete_options(&body, &q)?;
             let now = cluster.now();
             let stored = cluster.write(|st| st.delete(t.kind, ns, name, &pre, now))?;
-            let pending = !stored.value["metadata"]["deletionTimestamp"].is_null()
+            let pending = stored.meta.deleting
                 && cluster
                     .shared
                     .storage
@@ -296,67 +294,58 @@ async fn dispatch(
     }
 }
 
-/// What one read-modify-write attempt of a patch ended in.
-enum Attempt {
-    Done(Arc<Stored>, bool),
-    /// The object changed (or appeared) between the read and the commit: read again.
-    Stale,
-}
+/// The first pause after a patch found the object changed under it; it doubles with every
+/// further attempt, up to [`PATCH_BACKOFF_MAX`].
+const PATCH_BACKOFF: Duration = Duration::from_millis(1);
+
+/// The longest pause between two attempts of a patch.
+const PATCH_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// Applies `patch` to the object without holding the storage lock, and commits it only if
 /// the object is still the one it read (keeps I2; patch I3).
-fn patch_object(
+///
+/// As kube-apiserver's `GuaranteedUpdate`, a patch that carries no resourceVersion
+/// precondition is re-applied to the new object for as long as the object keeps changing
+/// under it: there is no bound on attempts, only the request deadline (`request_timeout`,
+/// then 504). Attempts after the first wait a little, doubling each time, so that writers
+/// racing for one object spread out. A patch that sets `metadata.resourceVersion` is a
+/// precondition: storage answers 409 once the object has moved past it.
+async fn patch_object(
     cluster: &Cluster,
     t: &Target,
     ns: &str,
     name: &str,
     patch: &Patch,
-    create: bool,
     mode: UpdateMode,
-) -> Result<(Arc<Stored>, bool), ApiError> {
+) -> Result<Arc<Stored>, ApiError> {
     let k = &KINDS[t.kind];
-    for _ in 0..MAX_PATCH_ATTEMPTS {
+    let deadline = tokio::time::Instant::now().checked_add(cluster.shared.options.request_timeout);
+    let mut pause = PATCH_BACKOFF;
+    loop {
         let read = cluster.shared.storage.lock().get(t.kind, ns, name);
-        let now = cluster.now();
-        let attempt = match read {
-            None if create => {
-                let Patch::Merge(body) = patch else {
-                    unreachable!("apply patches parse as merge patches")
-                };
-                let obj = k.prepare(ns, Some(name), body.clone())?;
-                cluster.write(|st| {
-                    if st.get(t.kind, ns, name).is_some() {
-                        return Ok(Attempt::Stale);
-                    }
-                    st.create(t.kind, obj, now, false)
-                        .map(|s| Attempt::Done(s, true))
-                })?
-            }
-            None => return Err(ApiError::not_found(k.group, k.plural, name)),
-            Some(cur) => {
-                let patched = patch.apply(cur.value.clone(), k, name)?;
-                let obj = k.prepare(ns, Some(name), patched)?;
-                cluster.write(|st| {
-                    if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
-                        return Ok(Attempt::Stale);
-                    }
-                    st.update(t.kind, obj, mode)
-                        .map(|s| Attempt::Done(s, false))
-                })?
-            }
+        let Some(cur) = read else {
+            return Err(ApiError::not_found(k.group, k.plural, name));
         };
-        if let Attempt::Done(stored, created) = attempt {
-            return Ok((stored, created));
+        let patched = patch.apply(cur.value(), k, name)?;
+        let obj = k.prepare(ns, Some(name), patched)?;
+        let done = cluster.write(|st| {
+            if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
+                return Ok(None); // changed between the read and the commit: read again
+            }
+            st.update(t.kind, obj, mode).map(Some)
+        })?;
+        if let Some(stored) = done {
+            return Ok(stored);
         }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() + pause >= d) {
+            return Err(ApiError::timeout(format!(
+                "the patch could not be applied within {:?}: the object kept changing",
+                cluster.shared.options.request_timeout
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(PATCH_BACKOFF_MAX);
     }
-    Err(ApiError::conflict(
-        k.group,
-        k.plural,
-        name,
-        format!(
-            "the object kept changing while the patch was applied ({MAX_PATCH_ATTEMPTS} attempts)"
-        ),
-    ))
 }
 
 /// `DeleteOptions` from the body, or else from the query, validated as
@@ -374,7 +363,20 @@ fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditi
             ..Default::default()
         }
     } else {
-        serde_json::from_slice(body)
+        let raw: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?;
+        // Upstream decodes the body with the meta group's codecs, which know no other kind:
+        // a body of another kind (a whole object, say) is a 400, never read as options.
+        match raw.get("kind") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(k)) if k.is_empty() || k == "DeleteOptions" => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "the body of a delete must be DeleteOptions, not kind {other}"
+                )));
+            }
+        }
+        serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?
     };
     if opts.dry_run.as_ref().is_some_and(|d| !d.is_empty()) {

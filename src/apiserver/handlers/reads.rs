@@ -24,7 +24,7 @@ use crate::apiserver::Cluster;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::kinds::KINDS;
 use crate::apiserver::selector::Selector;
-use crate::apiserver::storage::{Key, Stored};
+use crate::apiserver::storage::{Key, Stored, parse_revision};
 use crate::apiserver::watch::{self, WatchRequest};
 
 /// Default watch timeout when the client sends none (upstream picks 30–60 min at random).
@@ -74,9 +74,9 @@ fn selector(q: &HashMap<String, String>) -> Result<Selector, ApiError> {
 fn resource_version(q: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
     match q.get("resourceVersion").map(String::as_str).unwrap_or("") {
         "" => Ok(None),
-        r => r.parse::<u64>().map(Some).map_err(|_| {
+        r => parse_revision(r).map(Some).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "resourceVersion {r:?} is not a valid resource version"
+                "resourceVersion {r:?} is not a valid resource version (decimal digits only)"
             ))
         }),
     }
@@ -193,7 +193,7 @@ pub(super) fn list(
             let st = cluster.shared.storage.lock();
             st.list(kind, ns, at, after.as_ref(), None)?
         };
-        all.select(limit, |o| selector.matches(&o.value))
+        all.select(limit, |o| selector.matches(&o.meta))
     };
     let k = &KINDS[kind];
     let mut meta = serde_json::json!({"resourceVersion": page.rv.to_string()});
@@ -322,9 +322,7 @@ mod tests {
     use http_body_util::BodyExt;
 
     fn item(i: usize) -> Arc<Stored> {
-        let value = serde_json::json!({"i": i});
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap());
-        Arc::new(Stored { value, json, rv: 1 })
+        Stored::for_test(serde_json::json!({"i": i}), 1)
     }
 
     #[test]

@@ -68,8 +68,14 @@ pub(crate) const INITIAL_REVISION: u64 = 1;
 /// (`maxNameGenerationCreateAttempts`, kubernetes `registry/generic/registry/store.go`).
 const MAX_NAME_GENERATION_ATTEMPTS: usize = 8;
 
-/// Bytes charged for an event or an object beyond its JSON: the `Arc`s, the key, the `Value`.
+/// Bytes charged for an event or an object beyond its JSON and its [`Meta`]'s strings: the
+/// `Arc`s, the `Bytes` handle, the map entry and the key's two strings (their allocator
+/// chunks included).
 const ENTRY_OVERHEAD: usize = 256;
+
+/// Bytes charged per label held parsed in [`Meta`], beyond its key and value: two boxed
+/// strings (16 bytes each, plus the allocator's chunk header and rounding).
+const LABEL_OVERHEAD: usize = 64;
 
 /// The bounds storage keeps (see the invariants).
 #[derive(Debug, Clone, Copy)]
@@ -80,19 +86,88 @@ pub(crate) struct Limits {
     pub max_storage_bytes: usize,
 }
 
-/// One stored object, with its JSON serialised once for every reader.
+/// One stored object: its JSON, serialised once for every reader, and the few metadata fields
+/// reads select on. The parsed object is not kept (keeps I5: what is charged is what is held);
+/// a writer that needs it parses the JSON again ([`Stored::value`]).
 #[derive(Debug)]
 pub(crate) struct Stored {
-    pub value: Value,
     pub json: Bytes,
     pub rv: u64,
+    pub meta: Meta,
+}
+
+/// What list, watch and selectors read of an object without parsing it.
+#[derive(Debug, Default)]
+pub(crate) struct Meta {
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    /// `metadata.labels`, sorted by key.
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+impl Meta {
+    fn of(value: &Value) -> Meta {
+        let m = &value["metadata"];
+        let s = |f: &str| Box::<str>::from(m[f].as_str().unwrap_or_default());
+        let mut labels: Vec<(Box<str>, Box<str>)> = m["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or_default().into()))
+            .collect();
+        labels.sort();
+        Meta {
+            namespace: s("namespace"),
+            name: s("name"),
+            labels: labels.into_boxed_slice(),
+            deleting: !m["deletionTimestamp"].is_null(),
+        }
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.labels[i].1.as_ref())
+    }
+
+    /// The bytes its strings take, as charged (keeps I5).
+    fn bytes(&self) -> usize {
+        self.labels
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + LABEL_OVERHEAD)
+            .sum::<usize>()
+            .saturating_add(self.namespace.len() + self.name.len())
+    }
 }
 
 impl Stored {
     fn new(mut value: Value, rv: u64) -> Arc<Self> {
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let json = Bytes::from(serde_json::to_vec(&value).expect("a JSON value serialises"));
-        Arc::new(Stored { value, json, rv })
+        let meta = Meta::of(&value);
+        Arc::new(Stored { json, rv, meta })
+    }
+
+    /// The object, parsed from its stored JSON.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("stored JSON is JSON")
+    }
+
+    /// The key it is stored under.
+    pub fn key(&self) -> Key {
+        (self.meta.namespace.to_string(), self.meta.name.to_string())
+    }
+
+    /// A stand-in for tests of the readers: `value` as stored at revision `rv`.
+    #[cfg(test)]
+    pub fn for_test(value: Value, rv: u64) -> Arc<Self> {
+        let json = Bytes::from(serde_json::to_vec(&value).expect("a JSON value serialises"));
+        let meta = Meta::of(&value);
+        Arc::new(Stored { json, rv, meta })
     }
 }
 
@@ -170,8 +245,22 @@ pub(crate) struct Storage {
     serial: u64,
 }
 
+/// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
 fn cost(o: &Stored) -> usize {
-    o.json.len().saturating_add(ENTRY_OVERHEAD)
+    o.json
+        .len()
+        .saturating_add(o.meta.bytes())
+        .saturating_add(ENTRY_OVERHEAD)
+}
+
+/// A resourceVersion as upstream's `APIObjectVersioner.ParseResourceVersion` reads it
+/// (`strconv.ParseUint`, base 10): decimal digits only, no sign, no spaces, within `u64`.
+/// `None` for anything else, including `+5`, which Rust's own `u64` parser would accept.
+pub(crate) fn parse_revision(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<u64>().ok()
 }
 
 fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -406,10 +495,7 @@ impl Storage {
         }
         // etcd3's store refuses a create carrying a resourceVersion with a plain error (a 500);
         // one it cannot parse as a revision it ignores, as upstream does.
-        if meta_str(&obj, "resourceVersion")
-            .parse::<u64>()
-            .is_ok_and(|rv| rv != 0)
-        {
+        if parse_revision(meta_str(&obj, "resourceVersion")).is_some_and(|rv| rv != 0) {
             return Err(ApiError::internal_error(
                 "metadata.resourceVersion must not be set on an object to be created",
             ));
@@ -454,6 +540,7 @@ impl Storage {
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
             return Err(ApiError::not_found(k.group, k.plural, &name));
         };
+        let cur_v = cur.value();
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() {
             if !k.unconditional_update {
@@ -479,7 +566,7 @@ impl Storage {
             ));
         }
         let uid = meta_str(&obj, "uid");
-        if !uid.is_empty() && uid != meta_str(&cur.value, "uid") {
+        if !uid.is_empty() && uid != meta_str(&cur_v, "uid") {
             return Err(ApiError::invalid(
                 k.group,
                 k.kind,
@@ -489,7 +576,7 @@ impl Storage {
         }
         if mode == UpdateMode::Status {
             let status = obj.get("status").cloned();
-            obj = cur.value.clone();
+            obj = cur_v.clone();
             match status {
                 Some(s) => obj["status"] = s,
                 None => {
@@ -505,7 +592,7 @@ impl Storage {
                 "deletionGracePeriodSeconds",
                 "generation",
             ] {
-                match cur.value["metadata"].get(f) {
+                match cur_v["metadata"].get(f) {
                     Some(v) => obj["metadata"][f] = v.clone(),
                     None => {
                         obj["metadata"].as_object_mut().map(|m| m.remove(f));
@@ -513,20 +600,46 @@ impl Storage {
                 }
             }
             if k.status_subresource {
-                match cur.value.get("status") {
+                match cur_v.get("status") {
                     Some(s) => obj["status"] = s.clone(),
                     None => {
                         obj.as_object_mut().map(|m| m.remove("status"));
                     }
                 }
             }
-            if k.tracks_generation && spec_differs(&obj, &cur.value) {
-                let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
+            // `ValidateObjectMetaUpdate`: an object being deleted may lose finalizers, never
+            // gain one.
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
+                let old = cur_v["metadata"]["finalizers"].as_array();
+                let added: Vec<&str> = obj["metadata"]["finalizers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
+                    .collect();
+                if !added.is_empty() {
+                    return Err(ApiError::invalid_with_reason(
+                        k.group,
+                        k.kind,
+                        &name,
+                        "FieldValueForbidden",
+                        &[(
+                            "metadata.finalizers",
+                            format!(
+                                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
+                            ),
+                        )],
+                    ));
+                }
+            }
+            if k.tracks_generation && spec_differs(&obj, &cur_v) {
+                let g = cur_v["metadata"]["generation"].as_i64().unwrap_or(0);
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));
             }
         }
         obj["metadata"]["resourceVersion"] = Value::String(cur.rv.to_string());
-        if obj == cur.value {
+        if obj == cur_v {
             return Ok(cur); // keeps I4
         }
         let finalizers_gone = obj["metadata"]["finalizers"]
@@ -554,8 +667,9 @@ impl Storage {
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
             return Err(ApiError::not_found(k.group, k.plural, name));
         };
+        let cur_v = cur.value();
         if let Some(uid) = &pre.uid
-            && uid != meta_str(&cur.value, "uid")
+            && uid != meta_str(&cur_v, "uid")
         {
             return Err(ApiError::conflict(
                 k.group,
@@ -577,28 +691,25 @@ impl Storage {
                 ),
             ));
         }
-        let has_finalizers = cur.value["metadata"]["finalizers"]
+        let has_finalizers = cur_v["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
         if has_finalizers {
-            if !cur.value["metadata"]["deletionTimestamp"].is_null() {
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
                 return Ok(cur);
             }
-            let mut obj = cur.value.clone();
+            let mut obj = cur_v.clone();
             obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             // Marking an object deleted bumps its generation, once (apiserver v0.36.3,
             // `pkg/registry/generic/registry/store.go`, `markAsDeleting`).
-            if let Some(g) = cur.value["metadata"]["generation"]
-                .as_i64()
-                .filter(|g| *g > 0)
-            {
+            if let Some(g) = cur_v["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
                 obj["metadata"]["generation"] = json!(g + 1);
             }
             let staged = self.stage(obj, Some(&cur))?;
             return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
         }
-        let last = self.stage_delete(cur.value.clone())?;
+        let last = self.stage_delete(cur_v.clone())?;
         Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false))
     }
 
@@ -622,8 +733,9 @@ impl Storage {
                 self.create(kind, obj, now, true)
             }
             Some(cur) => {
+                let cur_v = cur.value();
                 for f in ["uid", "creationTimestamp", "generation"] {
-                    if let Some(v) = cur.value["metadata"].get(f) {
+                    if let Some(v) = cur_v["metadata"].get(f) {
                         obj["metadata"][f] = v.clone();
                     }
                 }
@@ -674,8 +786,8 @@ mod tests {
             .iter()
             .map(|o| {
                 (
-                    o.value["metadata"]["name"].as_str().unwrap().to_string(),
-                    o.value["data"]["v"].as_str().unwrap().to_string(),
+                    o.value()["metadata"]["name"].as_str().unwrap().to_string(),
+                    o.value()["data"]["v"].as_str().unwrap().to_string(),
                 )
             })
             .collect()
@@ -733,9 +845,7 @@ mod tests {
                 .code,
             409
         );
-        let same = st
-            .update(CONFIGMAPS, a.value.clone(), UpdateMode::Main)
-            .unwrap();
+        let same = st.update(CONFIGMAPS, a.value(), UpdateMode::Main).unwrap();
         assert_eq!(same.rv, a.rv); // keeps I4
         assert_eq!((st.head(), st.history.len()), before); // keeps I3
     }
@@ -821,7 +931,7 @@ mod tests {
         let mut g = cm("", "1");
         g["metadata"]["generateName"] = json!("web-");
         let first = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
-        let name = first.value["metadata"]["name"]
+        let name = first.value()["metadata"]["name"]
             .as_str()
             .unwrap()
             .to_string();
@@ -830,8 +940,8 @@ mod tests {
         st.serial = 0;
         let second = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
         assert_ne!(
-            second.value["metadata"]["name"],
-            first.value["metadata"]["name"]
+            second.value()["metadata"]["name"],
+            first.value()["metadata"]["name"]
         );
         g["metadata"]["generateName"] = json!("a/");
         let e = st.create(CONFIGMAPS, g, t(), false).unwrap_err();

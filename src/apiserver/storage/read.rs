@@ -25,13 +25,6 @@ pub(crate) struct Page {
     pub continue_after: Option<Key>,
 }
 
-/// The key an object is stored under.
-fn key_of(o: &Stored) -> Key {
-    let m = &o.value["metadata"];
-    let s = |f: &str| m[f].as_str().unwrap_or_default().to_string();
-    (s("namespace"), s("name"))
-}
-
 impl Page {
     /// Keeps the items `keep` accepts, at most `limit` of them (none or 0: all), and sets the
     /// continue key. Called on a complete page, without the storage lock.
@@ -59,7 +52,7 @@ fn paginate(
     }
     let more = out.len() == limit && rest.next().is_some();
     let continue_after = if more {
-        out.last().map(|o| key_of(o))
+        out.last().map(|o| o.key())
     } else {
         None
     };
