@@ -93,6 +93,7 @@
 mod controls;
 mod discovery;
 mod errors;
+mod frames;
 mod handlers;
 mod kinds;
 mod options;
@@ -384,10 +385,7 @@ impl Cluster {
     /// The number of `kind` objects stored, for checks that a rejected request changed nothing.
     pub fn object_count<K: kube::Resource<DynamicType = ()>>(&self) -> usize {
         let Ok(kind) = kind_of::<K>() else { return 0 };
-        let st = self.shared.storage.lock();
-        st.list(kind, None, None, None, None)
-            .map(|p| p.items.len())
-            .unwrap_or(0)
+        self.shared.storage.lock().count(kind)
     }
 }
 

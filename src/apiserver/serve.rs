@@ -73,7 +73,11 @@ pub(crate) async fn serve(
     let overflow = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(cap(limits.header_read_timeout)); // keeps I2
+        .header_read_timeout(cap(limits.header_read_timeout)) // keeps I2
+        // Queue the body's chunks as they are instead of copying them into one buffer: a
+        // chunk may be a stored object's own bytes (see `frames`), and hyper would otherwise
+        // copy up to its buffer size plus a whole chunk per connection.
+        .writev(true);
     let mut refuse = http.clone();
     refuse.keep_alive(false);
     tokio::pin!(stop);

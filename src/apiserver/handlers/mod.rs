@@ -244,7 +244,7 @@ async fn dispatch(
             if flag(&q, "watch")? {
                 start_watch(cluster, t.kind, ns, &q)
             } else {
-                list(cluster, t.kind, ns, &q)
+                list(cluster, t.kind, ns, &q).await
             }
         }
         (&Method::POST, Some(ns), None) => {

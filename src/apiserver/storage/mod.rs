@@ -50,6 +50,8 @@
 
 mod read;
 
+pub(crate) use read::Batch;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
