@@ -57,11 +57,6 @@ impl Chunker {
         std::mem::take(&mut self.ready)
     }
 
-    /// Whether nothing is pending (neither completed chunks nor copied bytes).
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty() && self.ready.is_empty()
-    }
-
     /// Ends the current chunk and returns every chunk as one `Bytes` (copying them together
     /// if there are several): for a response small enough to send whole.
     pub fn into_bytes(mut self) -> Bytes {

@@ -57,7 +57,7 @@ use super::Shared;
 use super::errors::ApiError;
 use super::frames::Chunker;
 use super::kinds::KINDS;
-use super::selector::Selector;
+use super::selector::{Selector, Turns};
 use super::storage::{Event, EventType, Key, Stored};
 
 /// What a watch asks for, parsed from the query.
@@ -222,6 +222,9 @@ pub(crate) fn stream(
             }
             Ok(rv) => rv,
         };
+        // Matching work yields to other tasks a turn at a time (keeps the server responsive
+        // whatever the selector and the number of objects).
+        let mut turns = Turns::default();
         if replay_initial {
             let mut after: Option<Key> = None;
             loop {
@@ -243,21 +246,19 @@ pub(crate) fn stream(
                     }
                 };
                 let mut out = Chunker::default();
-                for o in batch.items.iter().filter(|o| req.in_scope(o)) {
-                    frame_shared(&mut out, "ADDED", o);
+                for o in &batch.items {
+                    if req.in_scope(o) {
+                        frame_shared(&mut out, "ADDED", o);
+                    }
+                    turns.matched(&req.selector).await;
                 }
                 after = batch.items.last().map(|o| o.key());
-                let matched_nothing = out.is_empty();
                 out.flush();
                 for chunk in out.take() {
                     yield Ok(chunk);
                 }
                 if !batch.more {
                     break;
-                }
-                // A batch that cost matching and yielded nothing: let other tasks run.
-                if matched_nothing || !req.selector.is_empty() {
-                    tokio::task::yield_now().await;
                 }
             }
             if req.send_initial {
@@ -279,6 +280,8 @@ pub(crate) fn stream(
                     let mut out = Chunker::default();
                     for e in &events {
                         req.frame_event(&mut out, e);
+                        turns.matched(&req.selector).await;
+                        turns.matched(&req.selector).await;
                     }
                     if let Some(last) = events.last() {
                         pos = pos.max(last.rv); // keeps I2

@@ -22,7 +22,7 @@ use super::json_response;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::frames::Chunker;
 use crate::apiserver::kinds::KINDS;
-use crate::apiserver::selector::Selector;
+use crate::apiserver::selector::{Selector, Turns};
 use crate::apiserver::storage::{Batch, Key, Stored, parse_revision};
 use crate::apiserver::watch::{self, WatchRequest};
 use crate::apiserver::{Cluster, Shared};
@@ -240,8 +240,8 @@ const WHOLE_ITEMS: usize = 256;
 const WHOLE_BYTES: usize = crate::apiserver::frames::CHUNK_BYTES;
 
 /// Where a list reads: one kind and namespace at one revision, through a selector. Reads
-/// storage one batch at a time; between batches with a selector to match (CPU work), it
-/// yields to the runtime, and it gives up at the request deadline.
+/// storage one batch at a time, yields to the runtime after every turn's worth of selector
+/// matching (`Turns`), and gives up at the request deadline.
 struct Cursor {
     shared: Arc<Shared>,
     kind: usize,
@@ -264,21 +264,24 @@ impl Cursor {
         )
     }
 
-    fn keeps(&self, o: &Stored) -> bool {
-        self.selector.is_empty() || self.selector.matches(&o.meta)
+    /// Whether the selector keeps `o`; a match charges `turns`, which yields to other tasks
+    /// once a turn's worth of matching is done.
+    async fn keeps(&self, o: &Stored, turns: &mut Turns) -> bool {
+        if self.selector.is_empty() {
+            return true;
+        }
+        let keep = self.selector.matches(&o.meta);
+        turns.matched(&self.selector).await;
+        keep
     }
 
-    /// Between two batches: 504 past the deadline, and a turn for other tasks when the batch
-    /// cost selector matching.
-    async fn pause(&self) -> Result<(), ApiError> {
+    /// Between two batches: 504 past the deadline.
+    fn pause(&self) -> Result<(), ApiError> {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(ApiError::timeout(format!(
                 "the list was not completed within {:?}",
                 self.shared.options.request_timeout
             )));
-        }
-        if !self.selector.is_empty() {
-            tokio::task::yield_now().await;
         }
         Ok(())
     }
@@ -287,10 +290,11 @@ impl Cursor {
     /// are that many.
     async fn nth_match(&self, mut after: Option<Key>, n: usize) -> Result<Option<Key>, ApiError> {
         let mut seen = 0usize;
+        let mut turns = Turns::default();
         loop {
             let batch = self.batch(after.as_ref())?;
             for o in &batch.items {
-                if self.keeps(o) {
+                if self.keeps(o, &mut turns).await {
                     seen += 1;
                     if seen == n {
                         return Ok(Some(o.key()));
@@ -301,7 +305,7 @@ impl Cursor {
                 return Ok(None);
             }
             after = batch.items.last().map(|o| o.key());
-            self.pause().await?;
+            self.pause()?;
         }
     }
 
@@ -336,6 +340,7 @@ async fn list_body(
     let mut pending: Vec<Arc<Stored>> = Vec::new();
     let mut done = false;
     let mut bytes = 0usize;
+    let mut turns = Turns::default();
     while !done && pending.len() <= WHOLE_ITEMS && bytes <= WHOLE_BYTES {
         let batch = cursor.batch(after.as_ref())?;
         after = batch.items.last().map(|o| o.key());
@@ -346,13 +351,13 @@ async fn list_body(
                 done = true;
                 break;
             }
-            if cursor.keeps(&o) {
+            if cursor.keeps(&o, &mut turns).await {
                 bytes = bytes.saturating_add(o.json.len());
                 pending.push(o);
             }
         }
         if !done {
-            cursor.pause().await?;
+            cursor.pause()?;
         }
     }
     for o in pending.drain(..) {
@@ -376,7 +381,7 @@ async fn list_body(
         let mut after = after;
         let mut done = done;
         while !done {
-            if let Err(e) = cursor.pause().await {
+            if let Err(e) = cursor.pause() {
                 yield Err(cut_off(&e));
                 return;
             }
@@ -394,7 +399,7 @@ async fn list_body(
                     done = true;
                     break;
                 }
-                if cursor.keeps(o) {
+                if cursor.keeps(o, &mut turns).await {
                     if !first {
                         out.copy(b",");
                     }
