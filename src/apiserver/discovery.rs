@@ -54,11 +54,18 @@ fn group_doc(k: &Kind) -> Value {
     json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-/// Whether a path is a discovery path (exempt from the fault switch), without building it.
+/// Whether a path is a discovery or health path (exempt from the fault switch), without
+/// building it.
 pub(crate) fn is_discovery_path(segments: &[&str]) -> bool {
     matches!(
         segments,
-        [] | ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+        [] | ["version"]
+            | ["readyz" | "livez" | "healthz"]
+            | ["api"]
+            | ["api", _]
+            | ["apis"]
+            | ["apis", _]
+            | ["apis", _, _]
     )
 }
 

@@ -426,6 +426,8 @@ impl ApiServer {
             max_connections: options.max_connections,
             header_read_timeout: options.header_read_timeout,
             write_timeout: options.write_timeout,
+            max_requests_inflight: options.max_requests_inflight,
+            max_mutating_requests_inflight: options.max_mutating_requests_inflight,
         };
         let cluster = Cluster::new(options);
         *cluster.shared.address.lock() = addr.to_string();

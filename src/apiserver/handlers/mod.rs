@@ -194,11 +194,26 @@ async fn dispatch(
         if req.method() != Method::GET {
             return Err(ApiError::method_not_allowed(req.method().as_str(), "/"));
         }
-        let paths = ["/api", "/api/v1", "/apis", "/version"];
+        let paths = [
+            "/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version",
+        ];
         return Ok(json_response(
             StatusCode::OK,
             serde_json::to_vec(&serde_json::json!({"paths": paths})).expect("json"),
         ));
+    }
+    // The health endpoints kube-apiserver serves, as plain text: this server is ready as soon
+    // as it answers.
+    if let ["readyz" | "livez" | "healthz"] = segments {
+        if req.method() != Method::GET {
+            return Err(ApiError::method_not_allowed(req.method().as_str(), &path));
+        }
+        let mut r = (StatusCode::OK, "ok").into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return Ok(r);
     }
     let doc = discovery::document(segments, &cluster.shared.address.lock());
     if let Some(doc) = doc {
