@@ -19,7 +19,7 @@ async fn every_write_takes_the_next_cluster_wide_resource_version() {
         "an empty store is at revision 1, like etcd"
     );
     let a = create(&cms(&server, "default"), &cm("a", &[], "1")).await;
-    let b = create(&cms(&server, "other"), &cm("b", &[], "1")).await;
+    let b = create(&cms(&server, "kube-public"), &cm("b", &[], "1")).await;
     let w: Api<Widget> = Api::namespaced(server.client(), "default");
     let w = w
         .create(&PostParams::default(), &widget("w", 1))
@@ -50,7 +50,11 @@ async fn list_filters_by_namespace_and_label_selector() {
     let server = server().await;
     create(&cms(&server, "default"), &cm("a", &[("app", "web")], "1")).await;
     create(&cms(&server, "default"), &cm("b", &[("app", "db")], "1")).await;
-    create(&cms(&server, "team"), &cm("c", &[("app", "web")], "1")).await;
+    create(
+        &cms(&server, "kube-system"),
+        &cm("c", &[("app", "web")], "1"),
+    )
+    .await;
     let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
         l.items
             .into_iter()

@@ -80,6 +80,17 @@ impl ApiError {
         )
     }
 
+    /// 403 Forbidden: a rule forbids the request (an admission plugin's refusal).
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: String) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{gr} \"{name}\" is forbidden: {why}"),
+        )
+        .with_object(group, plural, name)
+    }
+
     /// 409 AlreadyExists: create of a name that is taken.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let gr = group_resource(group, plural);

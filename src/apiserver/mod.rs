@@ -105,6 +105,7 @@ mod storage;
 mod strategic;
 mod validation;
 mod watch;
+mod yaml;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -179,6 +180,22 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// The namespaces a fresh cluster has ([`kinds::INITIAL_NAMESPACES`]), stored as part of its
+/// initial state: at the first revision, with no event, and with `uid`s of their own so that
+/// every later object's `uid` and generated name are what they would be without them.
+fn seed_namespaces(storage: &mut Storage, epoch: Timestamp) {
+    let k = &KINDS[kinds::NAMESPACES];
+    let created = Timestamp::from_second(epoch.as_second()).unwrap_or(epoch);
+    for (i, name) in kinds::INITIAL_NAMESPACES.iter().enumerate() {
+        let body = serde_json::json!({"metadata": {"name": name}});
+        let mut ns = k.prepare("", None, body).expect("a valid namespace");
+        k.prepare_for_create(&mut ns);
+        ns["metadata"]["uid"] = serde_json::json!(format!("00000000-0000-4000-a000-{i:012x}"));
+        ns["metadata"]["creationTimestamp"] = serde_json::json!(created.to_string());
+        storage.seed(kinds::NAMESPACES, ns);
+    }
+}
+
 fn kind_of<K: kube::Resource<DynamicType = ()>>() -> Result<usize, ApiError> {
     Kind::find(&K::group(&()), &K::version(&()), &K::plural(&())).ok_or_else(|| {
         ApiError::bad_request(format!("the server does not serve {}", K::plural(&())))
@@ -200,11 +217,14 @@ impl Cluster {
             max_object_bytes: options.max_object_bytes,
             max_storage_bytes: options.max_storage_bytes,
         };
+        let epoch = options.epoch.unwrap_or_else(Timestamp::now);
+        let mut storage = Storage::new(limits, first);
+        seed_namespaces(&mut storage, epoch);
         Cluster {
             shared: Arc::new(Shared {
-                storage: Mutex::new(Storage::new(limits, first)),
+                storage: Mutex::new(storage),
                 signal,
-                epoch: options.epoch.unwrap_or_else(Timestamp::now),
+                epoch,
                 log: Mutex::new(RequestLog::new(options.request_log_bytes)),
                 watches: Arc::new(tokio::sync::Semaphore::new(options.max_watches)),
                 open_watches: tokio::sync::watch::Sender::new(0),
@@ -358,10 +378,14 @@ impl Cluster {
     {
         let kind = kind_of::<K>()?;
         let value = serde_json::to_value(obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let ns = value["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string();
+        let ns = if KINDS[kind].namespaced {
+            value["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string()
+        } else {
+            String::new()
+        };
         let prepared = KINDS[kind].prepare(&ns, None, value)?;
         let now = self.now();
         let stored = self.write(|st| st.silent_write(kind, prepared, now))?;

@@ -47,7 +47,7 @@ use super::kinds::{KINDS, Kind};
 use super::patch::{Patch, PatchType};
 use super::storage::{Preconditions, Stored, UpdateMode};
 use super::validation;
-use super::{Cluster, discovery, protobuf};
+use super::{Cluster, discovery, protobuf, yaml};
 use reads::{flag, list, signed, start_watch};
 
 /// The router's single entry point: faults, dispatch, request log.
@@ -128,12 +128,27 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
     };
     let (namespace, plural, name, sub) = match rest {
         [plural] => (None, *plural, None, None),
+        // A namespace itself and its subresources (`status`, `finalize`): no resource is
+        // called so, which tells them from `/namespaces/{ns}/{resource}`.
+        ["namespaces", name] => (None, "namespaces", Some(*name), None),
+        ["namespaces", name, sub @ ("status" | "finalize")] => {
+            (None, "namespaces", Some(*name), Some(*sub))
+        }
         ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
         ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
         ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return Err(ApiError::no_such_path(path)),
     };
     let kind = Kind::find(group, version, plural).ok_or_else(|| ApiError::no_such_path(path))?;
+    // A namespaced object is addressed inside its namespace, a cluster-scoped one outside any;
+    // a cluster-scoped kind's objects are stored under the empty namespace.
+    let namespace = match (KINDS[kind].namespaced, namespace, name) {
+        (true, None, Some(_)) | (false, Some(_), _) => return Err(ApiError::no_such_path(path)),
+        (true, ns, _) => ns,
+        (false, None, _) => Some(""),
+    };
     let status = match sub {
         None => false,
         Some("status") if KINDS[kind].status_subresource => true,
@@ -227,12 +242,16 @@ async fn dispatch(
     }
     let t = route(segments, &path)?;
     let q = query_map(req.uri().query());
-    if q.contains_key("dryRun") {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this server",
-        ));
-    }
     let method = req.method().clone();
+    // `dryRun` is a write's option (CreateOptions, UpdateOptions, PatchOptions, DeleteOptions);
+    // reads ignore it, as upstream's parameter codec ignores parameters a verb does not take.
+    let dry_run = match method {
+        Method::POST => dry_run(req.uri().query(), "CreateOptions")?,
+        Method::PUT => dry_run(req.uri().query(), "UpdateOptions")?,
+        Method::PATCH => dry_run(req.uri().query(), "PatchOptions")?,
+        Method::DELETE => dry_run(req.uri().query(), "DeleteOptions")?,
+        _ => false,
+    };
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -245,9 +264,12 @@ async fn dispatch(
         .to_string();
     let k = &KINDS[t.kind];
     if matches!(method, Method::POST | Method::PUT)
-        && !matches!(content_type.as_str(), "application/json" | PROTOBUF)
+        && !matches!(content_type.as_str(), "application/json" | YAML | PROTOBUF)
     {
-        return Err(ApiError::unsupported_media_type(&content_type));
+        return Err(ApiError::unsupported_media_type_because(
+            &content_type,
+            "accepted body types: application/json, application/yaml, and for ConfigMaps application/vnd.kubernetes.protobuf",
+        ));
     }
     let mode = if t.status {
         UpdateMode::Status
@@ -266,7 +288,13 @@ async fn dispatch(
             let body = read_object(cluster, req, k).await?;
             let obj = k.prepare(ns, None, body)?;
             let now = cluster.now();
-            let stored = cluster.write(|st| st.create(t.kind, obj, now, false))?;
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.create(t.kind, obj, now, false))
+                } else {
+                    st.create(t.kind, obj, now, false)
+                }
+            })?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
         (&Method::GET, Some(ns), Some(name)) => {
@@ -277,20 +305,36 @@ async fn dispatch(
         (&Method::PUT, Some(ns), Some(name)) => {
             let body = read_object(cluster, req, k).await?;
             let obj = k.prepare(ns, Some(name), body)?;
-            let stored = cluster.write(|st| st.update(t.kind, obj, mode))?;
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.update(t.kind, obj, mode))
+                } else {
+                    st.update(t.kind, obj, mode)
+                }
+            })?;
             Ok(object_response(StatusCode::OK, &stored))
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
             let patch = patch_type.parse(read_json(cluster, req).await?)?;
-            let stored = patch_object(cluster, &t, ns, name, &patch, mode).await?;
+            let stored = patch_object(cluster, &t, ns, name, &patch, mode, dry_run).await?;
             Ok(object_response(StatusCode::OK, &stored))
         }
         (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
             let body = read_body(cluster, req).await?;
-            let pre = delete_options(&body, &q)?;
+            let (pre, cascade, body_dry_run) = delete_options(&body, &q)?;
+            let dry_run = dry_run || body_dry_run;
             let now = cluster.now();
-            let stored = cluster.write(|st| st.delete(t.kind, ns, name, &pre, now))?;
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.delete(t.kind, ns, name, &pre, now))
+                } else {
+                    st.delete(t.kind, ns, name, &pre, now)
+                }
+            })?;
+            // Upstream answers 200 whether the object is gone or only marked deleted, except
+            // that a delete asking for cascading (`orphanDependents: false`) that did not
+            // remove the object at once is 202 (`endpoints/handlers/delete.go`).
             let pending = stored.meta.deleting
                 && cluster
                     .shared
@@ -298,7 +342,7 @@ async fn dispatch(
                     .lock()
                     .get(t.kind, ns, name)
                     .is_some();
-            let code = if pending {
+            let code = if pending && cascade {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
@@ -332,6 +376,7 @@ async fn patch_object(
     name: &str,
     patch: &Patch,
     mode: UpdateMode,
+    dry_run: bool,
 ) -> Result<Arc<Stored>, ApiError> {
     let k = &KINDS[t.kind];
     let deadline = tokio::time::Instant::now().checked_add(cluster.shared.options.request_timeout);
@@ -347,7 +392,11 @@ async fn patch_object(
             if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
                 return Ok(None); // changed between the read and the commit: read again
             }
-            st.update(t.kind, obj, mode).map(Some)
+            if dry_run {
+                st.dry_run(|st| st.update(t.kind, obj, mode)).map(Some)
+            } else {
+                st.update(t.kind, obj, mode).map(Some)
+            }
         })?;
         if let Some(stored) = done {
             return Ok(stored);
@@ -363,10 +412,48 @@ async fn patch_object(
     }
 }
 
+/// The values `dryRun` may take (`ValidateDryRun`): only `All`.
+const DRY_RUN_ALL: &str = "All";
+
+/// Whether the query asks for a dry run: every `dryRun` value must be `All` (422 otherwise, on
+/// the verb's options kind, as `ValidateDryRun` answers). A repeated parameter counts every
+/// value.
+fn dry_run(query: Option<&str>, options: &str) -> Result<bool, ApiError> {
+    let mut asked = false;
+    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if k != "dryRun" {
+            continue;
+        }
+        check_dry_run(&v, options)?;
+        asked = true;
+    }
+    Ok(asked)
+}
+
+fn check_dry_run(value: &str, options: &str) -> Result<(), ApiError> {
+    if value == DRY_RUN_ALL {
+        return Ok(());
+    }
+    Err(ApiError::invalid_with_reason(
+        "meta.k8s.io",
+        options,
+        "",
+        "FieldValueNotSupported",
+        &[(
+            "dryRun",
+            format!("Unsupported value: {value:?}: supported values: {DRY_RUN_ALL:?}"),
+        )],
+    ))
+}
+
 /// `DeleteOptions` from the body, or else from the query, validated as
-/// `ValidateDeleteOptions` does (422). Only the preconditions have an effect: the served kinds
-/// have no graceful deletion and no dependents.
-fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditions, ApiError> {
+/// `ValidateDeleteOptions` does (422): the preconditions, whether the delete asks for
+/// cascading (`orphanDependents: false`), and whether the body asks for a dry run. Nothing else
+/// has an effect: the served kinds have no graceful deletion and no dependents.
+fn delete_options(
+    body: &[u8],
+    q: &HashMap<String, String>,
+) -> Result<(Preconditions, bool, bool), ApiError> {
     let opts: DeleteOptions = if body.is_empty() {
         DeleteOptions {
             grace_period_seconds: signed(q, "gracePeriodSeconds")?,
@@ -394,10 +481,9 @@ fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditi
         serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?
     };
-    if opts.dry_run.as_ref().is_some_and(|d| !d.is_empty()) {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this server",
-        ));
+    let dry_run = opts.dry_run.clone().unwrap_or_default();
+    for v in &dry_run {
+        check_dry_run(v, "DeleteOptions")?;
     }
     let mut causes = Vec::new();
     if opts.orphan_dependents.is_some() && opts.propagation_policy.is_some() {
@@ -423,10 +509,15 @@ fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditi
         ));
     }
     let p = opts.preconditions.unwrap_or_default();
-    Ok(Preconditions {
+    let pre = Preconditions {
         uid: p.uid,
         resource_version: p.resource_version,
-    })
+    };
+    Ok((
+        pre,
+        opts.orphan_dependents == Some(false),
+        !dry_run.is_empty(),
+    ))
 }
 
 /// The body, at most `max_body_bytes` (413) and read within `request_timeout` (504, as
@@ -467,15 +558,23 @@ async fn read_json(cluster: &Cluster, req: Request) -> Result<Value, ApiError> {
 /// The protobuf content type client-go uses for built-in kinds.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
-/// An object body, in JSON or (for ConfigMaps, as kubectl sends them) protobuf.
+/// The YAML content type upstream's serializer accepts for request bodies.
+const YAML: &str = "application/yaml";
+
+/// An object body, in JSON, YAML (see `yaml`) or (for ConfigMaps, as kubectl sends them)
+/// protobuf.
 async fn read_object(cluster: &Cluster, req: Request, k: &Kind) -> Result<Value, ApiError> {
-    let is_protobuf = req
+    let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(PROTOBUF.as_bytes()));
-    if is_protobuf {
+        .map(|v| v.as_bytes().to_vec())
+        .unwrap_or_default();
+    if ct.starts_with(PROTOBUF.as_bytes()) {
         let body = read_body(cluster, req).await?;
         protobuf::decode(k.kind, &body)
+    } else if ct.starts_with(YAML.as_bytes()) {
+        let body = read_body(cluster, req).await?;
+        yaml::decode(&body, cluster.shared.options.max_body_bytes)
     } else {
         read_json(cluster, req).await
     }
@@ -531,7 +630,24 @@ mod tests {
                 .code,
             400
         );
-        let pre = delete_options(br#"{"preconditions": {"uid": "u"}}"#, &q("")).unwrap();
-        assert_eq!(pre.uid.as_deref(), Some("u"));
+        let (pre, cascade, dry) =
+            delete_options(br#"{"preconditions": {"uid": "u"}}"#, &q("")).unwrap();
+        assert_eq!(
+            (pre.uid.as_deref(), cascade, dry),
+            (Some("u"), false, false)
+        );
+        let (_, cascade, dry) =
+            delete_options(br#"{"orphanDependents": false, "dryRun": ["All"]}"#, &q("")).unwrap();
+        assert!(cascade && dry);
+        let e = delete_options(br#"{"dryRun": ["Some"]}"#, &q("")).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            dry_run(Some("dryRun=All&dryRun=x"), "CreateOptions")
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert!(dry_run(Some("dryRun=All"), "CreateOptions").unwrap());
+        assert!(!dry_run(Some("pretty=1"), "CreateOptions").unwrap());
     }
 }

@@ -509,6 +509,10 @@ mod tests {
 
     fn cluster_with(n: usize, value_bytes: usize) -> Cluster {
         let cluster = Cluster::new(ServerOptions::default());
+        cluster.shared.storage.lock().seed(
+            crate::apiserver::kinds::NAMESPACES,
+            serde_json::json!({"metadata": {"name": "d"}}),
+        );
         for i in 0..n {
             let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("c{i:05}"), "namespace": "d", "labels": {"i": (i % 3).to_string()}},

@@ -60,7 +60,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::kinds::{KINDS, Kind};
+use super::kinds::{INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES};
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -245,6 +245,9 @@ pub(crate) struct Storage {
     drop_next: u64,
     /// Counter behind `uid`s and `generateName` suffixes, so runs are reproducible.
     serial: u64,
+    /// Writes are checked and staged but not committed (`dryRun=All`); set only for the
+    /// duration of one write ([`Storage::dry_run`]).
+    dry_run: bool,
 }
 
 /// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
@@ -301,7 +304,17 @@ impl Storage {
             },
             drop_next: 0,
             serial: 0,
+            dry_run: false,
         }
+    }
+
+    /// Runs `write` with every commit skipped: checks, name generation and staging happen, and
+    /// the object the write would store is returned, but nothing changes (keeps I3).
+    pub fn dry_run<T>(&mut self, write: impl FnOnce(&mut Self) -> T) -> T {
+        self.dry_run = true;
+        let out = write(self);
+        self.dry_run = false;
+        out
     }
 
     /// The newest revision.
@@ -400,6 +413,9 @@ impl Storage {
         prev: Option<Arc<Stored>>,
         hidden: bool,
     ) -> Arc<Stored> {
+        if self.dry_run {
+            return dry(ty, &obj, prev.as_deref());
+        }
         let rv = obj.rv;
         debug_assert_eq!(Some(rv), self.head.checked_add(1));
         self.stored_bytes = self
@@ -450,7 +466,7 @@ impl Storage {
             let n = (self.next_serial() % 60_466_176) * 7919 % 60_466_176;
             name = validation::generated_name(prefix, &base36(n, validation::GENERATED_SUFFIX_LEN));
             if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
-                if let Some(m) = validation::object_name(&name, false) {
+                if let Some(m) = k.name_rule.check(&name, false) {
                     return Err(ApiError::invalid(
                         k.group,
                         k.kind,
@@ -475,6 +491,9 @@ impl Storage {
         let k: &Kind = &KINDS[kind];
         let ns = meta_str(&obj, "namespace").to_string();
         let mut name = meta_str(&obj, "name").to_string();
+        if k.namespaced {
+            self.check_namespace_open(k, &ns, &name)?;
+        }
         if name.is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
@@ -487,7 +506,7 @@ impl Storage {
             }
             name = self.generate_name(kind, &ns, &prefix)?;
             obj["metadata"]["name"] = Value::String(name.clone());
-        } else if let Some(m) = validation::object_name(&name, false) {
+        } else if let Some(m) = k.name_rule.check(&name, false) {
             return Err(ApiError::invalid(
                 k.group,
                 k.kind,
@@ -522,8 +541,101 @@ impl Storage {
         {
             m.remove("status");
         }
+        k.prepare_for_create(&mut obj);
         let staged = self.stage(obj, None)?;
         Ok(self.commit(kind, EventType::Added, key, staged, None, hidden))
+    }
+
+    /// The namespace lifecycle admission's rule for a create in `ns`: the namespace exists
+    /// (else 404, naming the namespace) and is not being deleted (else 403).
+    fn check_namespace_open(&self, k: &Kind, ns: &str, name: &str) -> Result<(), ApiError> {
+        match self.objects[NAMESPACES].get(&(String::new(), ns.to_string())) {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(n) if n.meta.deleting => Err(ApiError::forbidden(
+                k.group,
+                k.plural,
+                name,
+                format!("the namespace {ns} is being deleted, so nothing new may be created in it"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Stores `obj` as part of the initial state, at the first revision: no event, no revision
+    /// taken, as if it had been there before the store's history began (the initial
+    /// namespaces). `obj` is prepared; its `uid` and `creationTimestamp` are set by the caller.
+    pub fn seed(&mut self, kind: usize, obj: Value) {
+        let stored = Stored::new(obj, self.head);
+        self.stored_bytes = self.stored_bytes.saturating_add(cost(&stored));
+        self.objects[kind].insert(stored.key(), stored);
+    }
+
+    /// Whether any namespaced object is stored in `ns`.
+    fn namespace_holds_objects(&self, ns: &str) -> bool {
+        let from = (ns.to_string(), String::new());
+        KINDS.iter().enumerate().any(|(kind, k)| {
+            k.namespaced
+                && self.objects[kind]
+                    .range(&from..)
+                    .next()
+                    .is_some_and(|(key, _)| key.0 == ns)
+        })
+    }
+
+    /// The namespace controller's work on a namespace being deleted, done at once: every
+    /// object in it is deleted (or, if it has finalizers, marked deleted), then
+    /// [`Storage::finalize_namespace`].
+    fn empty_namespace(&mut self, ns: &str, now: Timestamp) {
+        for kind in 0..KINDS.len() {
+            if !KINDS[kind].namespaced {
+                continue;
+            }
+            let from = (ns.to_string(), String::new());
+            let names: Vec<String> = self.objects[kind]
+                .range(&from..)
+                .take_while(|(key, _)| key.0 == ns)
+                .map(|(key, _)| key.1.clone())
+                .collect();
+            for name in names {
+                // A delete of a stored object with no preconditions is refused by nothing.
+                let _ = self.delete(kind, ns, &name, &Preconditions::default(), now);
+            }
+        }
+        self.finalize_namespace(ns);
+    }
+
+    /// Once a namespace being deleted holds no objects, the namespace controller removes its
+    /// `kubernetes` finalizer, and the namespace is deleted unless other finalizers hold it.
+    fn finalize_namespace(&mut self, ns: &str) {
+        if self.dry_run {
+            return;
+        }
+        let key = (String::new(), ns.to_string());
+        let Some(cur) = self.objects[NAMESPACES].get(&key).cloned() else {
+            return;
+        };
+        if !cur.meta.deleting || self.namespace_holds_objects(ns) {
+            return;
+        }
+        let mut obj = cur.value();
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("finalizers");
+        }
+        let held = obj["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        let ty = if held {
+            EventType::Modified
+        } else {
+            EventType::Deleted
+        };
+        let staged = match ty {
+            EventType::Deleted => self.stage_delete(obj),
+            _ => self.stage(obj, Some(&cur)),
+        };
+        if let Ok(staged) = staged {
+            self.commit(NAMESPACES, ty, key, staged, Some(cur), false);
+        }
     }
 
     /// Replaces an object, or its status, from a prepared body.
@@ -609,6 +721,7 @@ impl Storage {
                     }
                 }
             }
+            k.prepare_for_update(&mut obj, &cur_v);
             // `ValidateObjectMetaUpdate`: an object being deleted may lose finalizers, never
             // gain one.
             if !cur_v["metadata"]["deletionTimestamp"].is_null() {
@@ -644,12 +757,20 @@ impl Storage {
         if obj == cur_v {
             return Ok(cur); // keeps I4
         }
-        let finalizers_gone = obj["metadata"]["finalizers"]
-            .as_array()
-            .is_none_or(|f| f.is_empty());
+        // A namespace also waits for its `spec.finalizers` (`ShouldDeleteNamespaceDuringUpdate`).
+        let finalizers_gone = ["metadata", "spec"].iter().all(|f| {
+            obj[*f]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+        });
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
+            let ns = key.0.clone();
             let last = self.stage_delete(obj)?;
-            return Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false));
+            let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+            if k.namespaced {
+                self.finalize_namespace(&ns);
+            }
+            return Ok(last);
         }
         let staged = self.stage(obj, Some(&cur))?;
         Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
@@ -669,6 +790,14 @@ impl Storage {
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
             return Err(ApiError::not_found(k.group, k.plural, name));
         };
+        if kind == NAMESPACES && INITIAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::forbidden(
+                k.group,
+                k.plural,
+                name,
+                "this namespace may never be deleted".into(),
+            ));
+        }
         let cur_v = cur.value();
         if let Some(uid) = &pre.uid
             && uid != meta_str(&cur_v, "uid")
@@ -693,6 +822,22 @@ impl Storage {
                 ),
             ));
         }
+        if kind == NAMESPACES {
+            // The namespace registry's delete: mark it Terminating; the namespace controller
+            // (here, at once) empties it and then removes it.
+            if cur.meta.deleting {
+                return Ok(cur);
+            }
+            let mut obj = cur_v;
+            obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
+            obj["status"]["phase"] = json!("Terminating");
+            let staged = self.stage(obj, Some(&cur))?;
+            let marked = self.commit(kind, EventType::Modified, key, staged, Some(cur), false);
+            if !self.dry_run {
+                self.empty_namespace(name, now);
+            }
+            return Ok(marked);
+        }
         let has_finalizers = cur_v["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
@@ -712,7 +857,11 @@ impl Storage {
             return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
         }
         let last = self.stage_delete(cur_v.clone())?;
-        Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false))
+        let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+        if k.namespaced {
+            self.finalize_namespace(ns);
+        }
+        Ok(last)
     }
 
     /// Writes an object (creating or replacing it, no checks on resourceVersion) whose event
@@ -748,6 +897,25 @@ impl Storage {
     }
 }
 
+/// What a dry-run write answers (apiserver v0.37.2 `pkg/registry/generic/registry/dryrun.go`):
+/// the object as the write would have stored it, at no revision: a create has no
+/// resourceVersion, an update or delete keeps the stored object's.
+fn dry(ty: EventType, obj: &Stored, prev: Option<&Stored>) -> Arc<Stored> {
+    let mut v = obj.value();
+    match (ty, prev) {
+        (EventType::Added, _) | (_, None) => {
+            if let Some(m) = v["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
+        (_, Some(p)) => v["metadata"]["resourceVersion"] = json!(p.rv.to_string()),
+    }
+    let rv = prev.map_or(0, |p| p.rv);
+    let json = Bytes::from(serde_json::to_vec(&v).expect("a JSON value serialises"));
+    let meta = Meta::of(&v);
+    Arc::new(Stored { json, rv, meta })
+}
+
 fn base36(mut n: u64, width: usize) -> String {
     let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut out = vec![b'0'; width];
@@ -779,7 +947,13 @@ mod tests {
             max_object_bytes: usize::MAX,
             max_storage_bytes: usize::MAX,
         };
-        Storage::new(limits, INITIAL_REVISION)
+        with_namespace(Storage::new(limits, INITIAL_REVISION))
+    }
+
+    /// `st` with the namespace `d` the tests write in.
+    fn with_namespace(mut st: Storage) -> Storage {
+        st.seed(NAMESPACES, json!({"metadata": {"name": "d"}}));
+        st
     }
 
     fn names_at(st: &Storage, at: Option<u64>) -> Vec<(String, String)> {
@@ -855,7 +1029,7 @@ mod tests {
     #[test]
     fn a_store_starting_late_has_compacted_everything_before_its_first_revision() {
         let limits = store(10).limits;
-        let mut st = Storage::new(limits, 1_000_000);
+        let mut st = with_namespace(Storage::new(limits, 1_000_000));
         assert_eq!(st.events_after(999_999, 9).unwrap_err().code, 410); // keeps I1
         let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
         assert_eq!(a.rv, 1_000_001);
@@ -911,7 +1085,8 @@ mod tests {
                 .code,
             413
         );
-        st.limits.max_storage_bytes = 2 * (ENTRY_OVERHEAD + 1_300);
+        // Room for two objects beside the namespace `d`.
+        st.limits.max_storage_bytes = st.stored_bytes + 2 * (ENTRY_OVERHEAD + 1_300);
         st.create(CONFIGMAPS, cm("a", &"x".repeat(1_000)), t(), false)
             .unwrap();
         st.create(CONFIGMAPS, cm("b", &"x".repeat(1_000)), t(), false)
