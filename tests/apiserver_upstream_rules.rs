@@ -267,3 +267,181 @@ fn patches_without_a_precondition_retry_until_they_apply() {
         assert_eq!(written, writers * each, "a patch was lost");
     });
 }
+
+#[tokio::test]
+async fn dry_run_all_answers_what_a_write_would_store_and_stores_nothing() {
+    let server = server().await;
+    let api = cms(&server, "default");
+    let made = create(&api, &cm("a", &[], "1")).await;
+    let client = no_retry(&server);
+    let before = fingerprint(&server, &client).await;
+    // A create: the object as it would be, with a uid and a generated name, no revision.
+    let (code, obj, _) = send(
+        &client,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        JSON,
+        bytes(&json!({"metadata": {"generateName": "dry-"}, "data": {"k": "v"}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{obj}");
+    assert!(
+        obj["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("dry-")
+    );
+    assert!(obj["metadata"]["uid"].is_string());
+    assert!(obj["metadata"].get("resourceVersion").is_none(), "{obj}");
+    // A create that would fail still fails: the checks all run.
+    let (code, _, _) = send(
+        &client,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        JSON,
+        bytes(&json!({"metadata": {"name": "a"}})),
+    )
+    .await;
+    assert_eq!(code, 409);
+    // An update, a patch and a delete: answered as the object would be, at its revision.
+    let mut changed = made.clone();
+    changed.data = Some([("v".to_string(), "2".to_string())].into());
+    let (code, obj, _) = send(
+        &client,
+        "PUT",
+        &format!("{CMS}/a?dryRun=All"),
+        JSON,
+        bytes(&serde_json::to_value(&changed).unwrap()),
+    )
+    .await;
+    assert_eq!((code, obj["data"]["v"].as_str()), (200, Some("2")), "{obj}");
+    assert_eq!(
+        obj["metadata"]["resourceVersion"],
+        json!(made.metadata.resource_version)
+    );
+    let (code, obj, _) = send(
+        &client,
+        "PATCH",
+        &format!("{CMS}/a?dryRun=All"),
+        "application/strategic-merge-patch+json",
+        bytes(&json!({"metadata": {"finalizers": ["x.io/y"]}})),
+    )
+    .await;
+    assert_eq!(
+        (code, obj["metadata"]["finalizers"][0].as_str()),
+        (200, Some("x.io/y"))
+    );
+    let (code, _, _) = send(
+        &client,
+        "DELETE",
+        &format!("{CMS}/a"),
+        JSON,
+        bytes(&json!({"dryRun": ["All"]})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _, _) = send(
+        &client,
+        "DELETE",
+        &format!("{CMS}/a?dryRun=All"),
+        JSON,
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        fingerprint(&server, &client).await,
+        before,
+        "a dry run wrote"
+    );
+    // Only `All` is a dry run.
+    let (code, status, _) = send(
+        &client,
+        "POST",
+        &format!("{CMS}?dryRun=Server"),
+        JSON,
+        bytes(&json!({"metadata": {"name": "b"}})),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn yaml_bodies_are_accepted_for_create_and_update_within_bounds() {
+    let server = server().await;
+    let client = no_retry(&server);
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml\n  labels: {app: web}\ndata:\n  k: hello\n";
+    let (code, obj, _) = send(&client, "POST", CMS, "application/yaml", yaml.to_vec()).await;
+    assert_eq!(
+        (code, obj["data"]["k"].as_str()),
+        (201, Some("hello")),
+        "{obj}"
+    );
+    let update = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml\n  resourceVersion: \"{}\"\ndata:\n  k: again\n",
+        obj["metadata"]["resourceVersion"].as_str().unwrap()
+    );
+    let (code, obj, _) = send(
+        &client,
+        "PUT",
+        &format!("{CMS}/yml"),
+        "application/yaml; charset=utf-8",
+        update.into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (code, obj["data"]["k"].as_str()),
+        (200, Some("again")),
+        "{obj}"
+    );
+    // An alias bomb, nesting past the bound and two documents are 400s that store nothing.
+    let mut bomb =
+        String::from("metadata: {name: bomb}\ndata:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9u8 {
+        let (p, t) = ((b'a' + i - 1) as char, (b'a' + i) as char);
+        bomb.push_str(&format!(
+            "  {t}: &{t} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        ));
+    }
+    let deep = format!(
+        "metadata: {{name: deep}}\ndata: {}x{}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let before = fingerprint(&server, &client).await;
+    for body in [
+        bomb.into_bytes(),
+        deep.into_bytes(),
+        b"metadata: {name: a}\n---\nmetadata: {name: b}\n".to_vec(),
+    ] {
+        let (code, status, _) = send(&client, "POST", CMS, "application/yaml", body).await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (400, Some("BadRequest")),
+            "{status}"
+        );
+    }
+    assert_eq!(fingerprint(&server, &client).await, before);
+}
+
+#[tokio::test]
+async fn a_delete_pending_on_finalizers_is_200_unless_cascading_was_asked_for() {
+    let server = server().await;
+    let api = cms(&server, "default");
+    let client = no_retry(&server);
+    for (name, body, want) in [
+        ("plain", vec![], 200),
+        ("cascading", bytes(&json!({"orphanDependents": false})), 202),
+    ] {
+        let mut c = cm(name, &[], "1");
+        c.metadata.finalizers = Some(vec!["x.io/hold".into()]);
+        create(&api, &c).await;
+        let (code, obj, _) = send(&client, "DELETE", &format!("{CMS}/{name}"), JSON, body).await;
+        assert_eq!(code, want, "{name}: {obj}");
+        assert!(obj["metadata"]["deletionTimestamp"].is_string(), "{obj}");
+    }
+}

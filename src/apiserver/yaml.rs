@@ -19,7 +19,8 @@
 //! # Differences from upstream
 //! - Go's YAML decoder limits alias expansion by a ratio of the document's size; the limits
 //!   here are counts. Its depth limit is 10,000; here 100.
-//! - Merge keys (`<<`) are expanded, as YAML 1.1 (and Go's decoder) does.
+//! - Merge keys (`<<`) are expanded, and `y`, `yes`, `on` (and their opposites) are booleans,
+//!   as in YAML 1.1 and Go's decoder: a name such as `y` must be quoted.
 
 use serde_json::Value;
 
