@@ -45,6 +45,10 @@
 //!   not copied.
 //! - Custom resources are refused with 415 before this module is reached, as upstream
 //!   refuses them (no Go struct tags to read).
+//! - Upstream orders a `$setElementOrder` result's server-only items by the live list as its
+//!   in-place merge left it (an effect of Go slices sharing an array; see `go_view`). That is
+//!   emulated for lists of up to 4,096 items, with the capacity Go's decoders give a list
+//!   built by appending; longer lists are ordered by the live list as it was.
 
 use std::collections::{HashMap, HashSet};
 
@@ -348,7 +352,7 @@ fn merge_map(
             }
             (Value::Array(cur), Value::Array(p)) => {
                 let (strategy, elem) = ty.list(&key)?;
-                merge_list_field(cur, p, strategy, elem, delete_list)?
+                merge_list_field(cur, p, strategy, elem, delete_list)?.0
             }
             (_, value) => match remove_directives(value) {
                 Some(v) => v,
@@ -361,21 +365,125 @@ fn merge_map(
 }
 
 /// `mergeSliceHandler`: merge lists (and deletion lists, whatever the strategy) merge;
-/// other lists are replaced by the patch's list as it is.
+/// other lists are replaced by the patch's list as it is. Also returns what the live list
+/// reads afterwards (see [`go_view`]).
 fn merge_list_field(
     cur: Vec<Value>,
     patch: Vec<Value>,
     strategy: List,
     elem: &'static Ty,
     delete_list: bool,
-) -> Result<Value, ApiError> {
+) -> Result<(Value, Vec<Value>), ApiError> {
     let key = match strategy {
         List::MergeByKey(k) => Some(k),
         List::MergePrimitives => None,
         List::Atomic if delete_list => None,
-        List::Atomic => return Ok(Value::Array(patch)),
+        List::Atomic => return Ok((Value::Array(patch), cur)),
     };
-    merge_slice(cur, patch, elem, key, delete_list).map(Value::Array)
+    let (merged, view) = merge_slice(cur, patch, elem, key, delete_list)?;
+    Ok((Value::Array(merged), view))
+}
+
+/// Lists longer than this are not run through [`go_view`]'s emulation (which walks them
+/// quadratically); their live order is used as is.
+const MAX_EMULATED_ITEMS: usize = 4096;
+
+/// The capacity Go's decoders leave a slice of `n` items built by appending one at a time
+/// (doubling from 1: the allocator's size classes keep powers of two for small lists).
+fn go_cap(n: usize) -> usize {
+    if n == 0 { 0 } else { n.next_power_of_two() }
+}
+
+/// What the live list reads after upstream's `mergeSlice` has run on it.
+///
+/// Upstream merges in place: `deleteMatchingEntries` removes an item with
+/// `append(original[:k], original[k+1:]...)` and `mergeSliceWithoutSpecialElements` appends
+/// new items with `append(original, v)`, both writing into the live list's backing array while
+/// it has room, and `deduplicateScalars` moves items within the array `append(original,
+/// patch...)` shares with it. `mergePatchIntoOriginal` then orders the `$setElementOrder`
+/// result by that array as it now reads (`originalFieldValue`), not by the list as it was; a
+/// live list's items are therefore ordered as upstream orders them only if this is emulated
+/// (upstream's cases "add map and delete map from merging list", with and without conflict,
+/// pin it). The capacity is [`go_cap`]'s.
+fn go_view(live: &[Value], patch: &[Value], key: Option<&str>, kind: GoType) -> Vec<Value> {
+    let n = live.len();
+    if n == 0 || n + patch.len() > MAX_EMULATED_ITEMS {
+        return live.to_vec();
+    }
+    let cap = go_cap(n);
+    let mut view = live.to_vec();
+    match key {
+        Some(k) if kind == GoType::Map => {
+            let mut len = n;
+            let mut replace = false;
+            for v in patch {
+                match v.get(DIRECTIVE).and_then(Value::as_str) {
+                    Some("delete") => {
+                        let Some(id) = v.get(k) else { continue };
+                        while let Some(at) = view[..len].iter().position(|x| x.get(k) == Some(id)) {
+                            for i in at..len - 1 {
+                                view[i] = view[i + 1].clone();
+                            }
+                            len -= 1;
+                        }
+                    }
+                    Some("replace") => replace = true,
+                    _ => {}
+                }
+            }
+            if replace {
+                return view;
+            }
+            let mut local: HashSet<String> = view[..len]
+                .iter()
+                .filter_map(|x| x.get(k).map(ident))
+                .collect();
+            let mut shared = true;
+            for v in patch.iter().filter(|v| v.get(DIRECTIVE).is_none()) {
+                let Some(id) = v.get(k).map(ident) else {
+                    continue;
+                };
+                if !local.insert(id) {
+                    continue; // merged into an item: its key is unchanged
+                }
+                if shared && len < cap {
+                    if len < n {
+                        view[len] = v.clone();
+                    }
+                    len += 1;
+                } else {
+                    shared = false;
+                }
+            }
+            view
+        }
+        _ => {
+            // `append(original, patch...)` shares the live array only if it fits, and
+            // `deduplicateScalars` then writes into it only where the live list itself holds
+            // duplicates.
+            let mut seen = HashSet::new();
+            if n + patch.len() > cap || live.iter().all(|v| seen.insert(ident(v))) {
+                return view;
+            }
+            let mut both: Vec<Value> = live.iter().chain(patch).cloned().collect();
+            let mut last = both.len() - 1;
+            let mut i = 0;
+            while i < last {
+                let mut j = i + 1;
+                while j <= last {
+                    if both[i] == both[j] {
+                        both[j] = both[last].clone();
+                        last -= 1;
+                    } else {
+                        j += 1;
+                    }
+                }
+                i += 1;
+            }
+            view.clone_from_slice(&both[..n]);
+            view
+        }
+    }
 }
 
 /// `extractKey`: the list a `$deleteFromPrimitiveList/` or `$setElementOrder/` key names.
@@ -451,15 +559,17 @@ fn set_element_orders(
             _ => None,
         };
         check_order(patched.as_deref().unwrap_or_default(), &order, merge_key)?;
-        let merged = match (&live, &patched) {
-            (Some(l), None) => l.clone(),
+        // `view`: the live list as upstream's in-place merge leaves it (`go_view`), which
+        // is what it orders the server-only items by.
+        let (merged, view) = match (&live, &patched) {
+            (Some(l), None) => (l.clone(), l.clone()),
             (None, Some(p)) => match remove_directives(Value::Array(p.clone())) {
-                Some(Value::Array(a)) => a,
-                _ => Vec::new(),
+                Some(Value::Array(a)) => (a, Vec::new()),
+                _ => (Vec::new(), Vec::new()),
             },
             (Some(l), Some(p)) => {
                 match merge_list_field(l.clone(), p.clone(), strategy, elem, false)? {
-                    Value::Array(a) => a,
+                    (Value::Array(a), view) => (a, view),
                     _ => unreachable!("a list merges into a list"),
                 }
             }
@@ -468,7 +578,7 @@ fn set_element_orders(
         let (ordered, server_only) = partition(merged, &order, merge_key)?;
         let live = live.unwrap_or_default();
         let kind = element_type(&live, patched.as_deref().unwrap_or_default())?;
-        let both = normalize_order(ordered, server_only, &order, &live, merge_key, kind)?;
+        let both = normalize_order(ordered, server_only, &order, &view, merge_key, kind)?;
         original.insert(field.clone(), Value::Array(both));
         patch.remove(&field);
     }
@@ -552,25 +662,29 @@ fn element_type(a: &[Value], b: &[Value]) -> Result<GoType, ApiError> {
 }
 
 /// `mergeSlice`.
+/// `mergeSlice`: the merged list, and what the live list reads afterwards ([`go_view`]).
 fn merge_slice(
     original: Vec<Value>,
     patch: Vec<Value>,
     elem: &'static Ty,
     key: Option<&str>,
     delete_list: bool,
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<(Vec<Value>, Vec<Value>), ApiError> {
     if original.is_empty() && patch.is_empty() {
-        return Ok(original);
+        return Ok((original, Vec::new()));
     }
     let kind = element_type(&original, &patch)?;
-    let (original, patch, merged) = if kind != GoType::Map {
-        if delete_list {
-            let gone: HashSet<String> = patch.iter().map(ident).collect();
-            return Ok(original
-                .into_iter()
-                .filter(|v| !gone.contains(&ident(v)))
-                .collect());
-        }
+    if kind != GoType::Map && delete_list {
+        let gone: HashSet<String> = patch.iter().map(ident).collect();
+        let kept = original
+            .iter()
+            .filter(|v| !gone.contains(&ident(v)))
+            .cloned()
+            .collect();
+        return Ok((kept, original));
+    }
+    let view = go_view(&original, &patch, key, kind);
+    let (server_order, patch, merged) = if kind != GoType::Map {
         let mut seen = HashSet::new();
         let merged: Vec<Value> = original
             .iter()
@@ -578,7 +692,8 @@ fn merge_slice(
             .filter(|v| seen.insert(ident(v)))
             .cloned()
             .collect();
-        (original, patch, merged)
+        // Upstream orders by the live list as its deduplication left it (`go_view`).
+        (view.clone(), patch, merged)
     } else {
         let key =
             key.ok_or_else(|| bad("a list of objects without a merge key cannot be merged"))?;
@@ -587,7 +702,8 @@ fn merge_slice(
         (original, patch, merged)
     };
     let (ordered, server_only) = partition(merged, &patch, key)?;
-    normalize_order(ordered, server_only, &patch, &original, key, kind)
+    let merged = normalize_order(ordered, server_only, &patch, &server_order, key, kind)?;
+    Ok((merged, view))
 }
 
 /// `mergeSliceWithSpecialElements`: applies `$patch: delete` items, notes `$patch: replace`,
