@@ -413,6 +413,19 @@ impl Cluster {
     }
 }
 
+/// Serves any `router` on `listener` the way [`ApiServer`] serves the API: HTTP/1.1 with
+/// `options`' header-read and write timeouts, its connection cap (idle connections closed to
+/// make room) and its limits on requests in flight, until `shutdown` completes; then waits for
+/// the requests being answered. The book's site server (`controlloop --serve`) runs on it.
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    options: &ServerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    serve::serve(listener, router, serve::Limits::of(options), shutdown).await
+}
+
 /// A running API server on 127.0.0.1, with the test controls of its [`Cluster`].
 #[derive(Debug)]
 pub struct ApiServer {
@@ -446,17 +459,14 @@ impl ApiServer {
         options.first_revision = options
             .first_revision
             .or_else(|| Some(options::revision_after_earlier_runs()));
-        let limits = serve::Limits {
-            max_connections: options.max_connections,
-            header_read_timeout: options.header_read_timeout,
-            write_timeout: options.write_timeout,
-            max_requests_inflight: options.max_requests_inflight,
-            max_mutating_requests_inflight: options.max_mutating_requests_inflight,
-        };
+        let limits = serve::Limits::of(&options);
         let cluster = Cluster::new(options);
         *cluster.shared.address.lock() = addr.to_string();
-        let (stop, stopped) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
         let router = cluster.router();
+        let stopped = async {
+            let _ = stopped.await;
+        };
         let task = tokio::spawn(serve::serve(listener, router, limits, stopped));
         Ok(ApiServer {
             cluster,

@@ -80,7 +80,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_io_timeout::TimeoutStream;
 use tower_service::Service as _;
@@ -315,12 +315,25 @@ fn track(resp: Response, busy: Busy) -> Response {
     resp.map(|inner| Body::new(Tracked { inner, _busy: busy }))
 }
 
-/// Serves `router` on `listener` until `stop` fires, then drains the open connections.
+impl Limits {
+    /// The bounds `options` sets.
+    pub fn of(options: &super::ServerOptions) -> Limits {
+        Limits {
+            max_connections: options.max_connections,
+            header_read_timeout: options.header_read_timeout,
+            write_timeout: options.write_timeout,
+            max_requests_inflight: options.max_requests_inflight,
+            max_mutating_requests_inflight: options.max_mutating_requests_inflight,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `stop` completes, then drains the open connections.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
-    stop: oneshot::Receiver<()>,
+    stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     // Durations the clock can add to an instant without overflow.
     let cap = |d: Duration| d.min(Duration::from_secs(365 * 24 * 3600));
