@@ -14,7 +14,7 @@
 //! 1. A name that passes [`object_name`] is a valid path segment: it can be read, replaced and
 //!    deleted through the REST paths (no `/`, no `%`, not `.` or `..`).
 //! 2. [`generated_name`] only appends `[0-9a-z]` to a base of at most
-//!    [`MAX_GENERATED_NAME_BASE`] bytes, so a base that passes [`object_meta`] yields a name of
+//!    [`MAX_GENERATED_NAME_BASE`] bytes, so a base that passes [`object_meta_of`] yields a name of
 //!    at most 63 bytes that passes [`object_name`].
 //!
 //! # Differences from upstream
@@ -271,7 +271,7 @@ pub(crate) fn object_meta(meta: &Value, check_generate_name: bool) -> Vec<Cause>
     object_meta_of(meta, check_generate_name, true, NameRule::Subdomain)
 }
 
-/// [`object_meta`] for a kind that is `namespaced` or not (a cluster-scoped object has no
+/// `ValidateObjectMetaAccessor` for a kind that is `namespaced` or not (a cluster-scoped object has no
 /// namespace), whose names follow `rule`.
 pub(crate) fn object_meta_of(
     meta: &Value,

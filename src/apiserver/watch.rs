@@ -249,6 +249,10 @@ pub(crate) fn stream(
                 for o in &batch.items {
                     if req.in_scope(o) {
                         frame_shared(&mut out, "ADDED", o);
+                        // A completed chunk goes out at once (keeps I4: one chunk of copies).
+                        for chunk in out.take() {
+                            yield Ok(chunk);
+                        }
                     }
                     turns.matched(&req.selector).await;
                 }
@@ -280,6 +284,9 @@ pub(crate) fn stream(
                     let mut out = Chunker::default();
                     for e in &events {
                         req.frame_event(&mut out, e);
+                        for chunk in out.take() {
+                            yield Ok(chunk);
+                        }
                         turns.matched(&req.selector).await;
                         turns.matched(&req.selector).await;
                     }

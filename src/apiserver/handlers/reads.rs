@@ -3,9 +3,18 @@
 //! Follows the apiserver's `endpoints/handlers/get.go` (`ListResource`) and `watch.go`, and
 //! apimachinery's `ListOptions` validation (`resourceVersionMatch`, `sendInitialEvents`).
 //! Parameters are parsed into ranges no later arithmetic can overflow (handlers I3), and the
-//! storage lock is held only to read storage (handlers I2). A long list is sent in chunks of
-//! items, as kube-apiserver's streaming collection encoding (`StreamingCollectionEncodingToJSON`,
-//! on by default since 1.33) sends it, so no response holds a second copy of the whole list.
+//! storage lock is held only to read storage (handlers I2). A list reads storage a batch at a
+//! time at one revision, seeking to the key after the last one read, and a long list streams,
+//! as kube-apiserver's streaming collection encoding (`StreamingCollectionEncodingToJSON`, on
+//! by default since 1.33) sends it: no response holds a copy of the list or of a large object
+//! (module I4). With a `limit`, the page's end is found first (nothing kept but its key), so
+//! that the continue token leads the response as upstream writes it.
+//!
+//! # Differences from upstream
+//! - A streaming list that passes the request deadline, or whose revision is compacted while
+//!   it streams (more than `history` writes during one list), is cut off: the status line is
+//!   already sent, so the connection ends without the closing chunk. Before the first byte,
+//!   either is a `Status` (504, 410).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -405,6 +414,10 @@ async fn list_body(
                     }
                     first = false;
                     out.share(&o.json);
+                    // A completed chunk goes out at once: one chunk of copies at a time.
+                    for chunk in out.take() {
+                        yield Ok(chunk);
+                    }
                 }
             }
             drop(batch);

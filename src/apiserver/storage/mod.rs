@@ -28,8 +28,11 @@
 //! 4. An update that changes nothing is not a write: no revision, no event (etcd3's no-op
 //!    update).
 //! 5. Every stored object serialises to at most `max_object_bytes`, and all stored objects
-//!    together to at most `max_storage_bytes` (`stored_bytes` is their sum); a write over
-//!    either bound is refused. Deletes are always allowed.
+//!    together are charged at most `max_storage_bytes` (`stored_bytes` is their sum); a write
+//!    over either bound is refused. Deletes are always allowed. What is charged is what is
+//!    held: an object is kept as its JSON only (parsed again when a write needs it), plus its
+//!    namespace, name and labels for reads to select on, each charged with its allocation
+//!    overhead ([`ENTRY_OVERHEAD`], [`LABEL_OVERHEAD`]).
 //! 6. Every stored name passed the kind's name rule (a DNS subdomain, so a path segment),
 //!    including names generated from `generateName`.
 //!
@@ -37,7 +40,11 @@
 //! None here; the caller wraps `Storage` in one mutex and never holds it across an await.
 //!
 //! # Differences from upstream
-//! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource.
+//! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource; a
+//!   cluster-scoped object's namespace is empty.
+//! - A dry run ([`Storage::dry_run`]) runs every check and returns what would be stored,
+//!   without committing, as upstream's `DryRunnableStorage`: a created object has no
+//!   resourceVersion, an updated or deleted one keeps the stored one.
 //! - No finalizer-free graceful deletion and no garbage collector; finalizers are honoured
 //!   (deletion sets `deletionTimestamp` and bumps a kept generation, the last finalizer's
 //!   removal deletes).
