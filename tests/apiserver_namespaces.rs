@@ -197,3 +197,34 @@ async fn the_initial_namespaces_may_not_be_deleted_and_names_are_labels() {
         Some(&["kubernetes".to_string()][..])
     );
 }
+
+/// A length-delimited protobuf field (`n`, wire type 2) of at most 127 bytes.
+fn tag(n: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![(n << 3) | 2, bytes.len() as u8];
+    out.extend_from_slice(bytes);
+    out
+}
+
+#[tokio::test]
+async fn a_namespace_sent_as_protobuf_is_created_as_kubectl_sends_it() {
+    let server = server().await;
+    // `kubectl create namespace team`: the protobuf envelope of a Namespace named `team`.
+    let ns = tag(1, &tag(1, b"team"));
+    let type_meta = [tag(1, b"v1"), tag(2, b"Namespace")].concat();
+    let body = [b"k8s\0".to_vec(), tag(1, &type_meta), tag(2, &ns)].concat();
+    let (code, made, _) = send(
+        &no_retry(&server),
+        "POST",
+        "/api/v1/namespaces",
+        "application/vnd.kubernetes.protobuf",
+        body,
+    )
+    .await;
+    assert_eq!(
+        (code, made["metadata"]["name"].as_str()),
+        (201, Some("team")),
+        "{made}"
+    );
+    assert_eq!(made["status"]["phase"], "Active");
+    create(&cms(&server, "team"), &cm("inside", &[], "1")).await;
+}
