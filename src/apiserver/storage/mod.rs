@@ -593,8 +593,8 @@ impl Storage {
     /// object in it is deleted (or, if it has finalizers, marked deleted), then
     /// [`Storage::finalize_namespace`].
     fn empty_namespace(&mut self, ns: &str, now: Timestamp) {
-        for kind in 0..KINDS.len() {
-            if !KINDS[kind].namespaced {
+        for (kind, k) in KINDS.iter().enumerate() {
+            if !k.namespaced {
                 continue;
             }
             let from = (ns.to_string(), String::new());

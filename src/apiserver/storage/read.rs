@@ -22,10 +22,6 @@ use crate::apiserver::errors::ApiError;
 #[derive(Debug)]
 pub(crate) struct Page {
     pub items: Vec<Arc<Stored>>,
-    /// The revision the page was read at.
-    pub rv: u64,
-    /// Set when more items follow: the key to continue after.
-    pub continue_after: Option<Key>,
 }
 
 /// One batch of a range read ([`Storage::scan`]).
@@ -144,16 +140,7 @@ impl Storage {
         let rv = at.unwrap_or(self.head);
         let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let batch = self.scan(kind, ns, rv, after, limit, usize::MAX)?;
-        let continue_after = if batch.more {
-            batch.items.last().map(|o| o.key())
-        } else {
-            None
-        };
-        Ok(Page {
-            items: batch.items,
-            rv,
-            continue_after,
-        })
+        Ok(Page { items: batch.items })
     }
 }
 
