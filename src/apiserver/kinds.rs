@@ -1,10 +1,17 @@
 //! The resources the server serves, and how each one's objects are decoded and validated.
 //!
-//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`) decodes
-//! strictly into its Go type (a type error is a 400 from the decoder), a custom resource
+//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`)
+//! decodes strictly into its Go type (a type error is a 400 from the decoder), a custom resource
 //! (`Widget`, `PlainWidget`) is checked against its structural schema (a type error is a 422) and pruned of
 //! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
-//! unknown fields exactly as pruning does.
+//! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
+//! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
+//! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
+//! `spec.finalizers` (which only the server changes), and the label naming it.
+//!
+//! # Differences from upstream
+//! - A field k8s-openapi requires (a `NamespaceCondition`'s `status`, an owner reference's
+//!   `uid`) is required in a body; Go's decoder would take a missing one as empty.
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
