@@ -483,12 +483,12 @@ mod tests {
     }
 
     /// Unarmed, a design is chapter 07's (keeps I2): hooks that do nothing, controller-runtime
-    /// v0.24 with its own default limiter for the level controller, and client-go's default
+    /// v0.25 with its own default limiter for the level controller, and client-go's default
     /// controller limiter for the payload queue.
     #[test]
     fn the_default_config_is_controller_runtimes_defaults() {
         let c = Config::workers(2);
-        assert_eq!((c.workers, c.release, c.backoff), (2, Release::V0_24, None));
+        assert_eq!((c.workers, c.release, c.backoff), (2, Release::V0_25, None));
         assert_eq!(c.backoff.unwrap_or_default(), Backoff::ControllerDefault);
         assert_eq!(NoFaults.reconcile(), Ok(()));
     }

@@ -24,7 +24,8 @@ pub struct Params {
     pub workers: usize,
     /// Arm one transient downstream failure, for each design, just before the first write.
     pub fail_first_command: bool,
-    /// Kill both controllers right after this write; restart them after the last write.
+    /// Kill both controllers once they have heard this write; restart them after the last
+    /// write.
     pub kill_after_write: Option<u64>,
 }
 
@@ -150,6 +151,7 @@ pub async fn run_async(params: &Params) -> Report {
             .await;
         patched.expect("a merge patch of spec.replicas");
         if params.kill_after_write == Some(value) {
+            crate::lab::rig::let_tasks_run().await; // each process hears this write first
             for (d, p) in procs.iter_mut().enumerate() {
                 let p = p.take().expect("killed once");
                 killed[d] = p.events();
