@@ -5,7 +5,7 @@
 //! and v0.24.1), and `pkg/cache/cache.go` (`SyncPeriod`, default 10 hours).
 //!
 //! ```text
-//!   SyncPeriod { base: 10h, seed }   next() ─► 10h × (u / 5 + 0.9), u uniform in [0, 1)
+//!   SyncPeriod { base: 10h, seed }   next() ─► 10h × (u / 5 + 0.9) in ms, u uniform in [0, 1)
 //!      one call per informer ─────────────────► each in [9h, 11h), different per informer
 //! ```
 //!
@@ -31,6 +31,9 @@
 //!   run that wants upstream's unpredictability seeds from the system ([`SyncPeriod::new`]).
 //! - Upstream's cache creates informers itself; the port has no controller-runtime cache, so
 //!   whoever builds an informer for a controller asks [`SyncPeriod::next`] for its period.
+//! - The period is drawn to the millisecond, upstream's to the nanosecond: tokio's timers fire
+//!   on whole milliseconds, so a period with a fraction of one would resync a little after
+//!   k·P, and a timeline could not say "at k·P".
 
 use std::{ops::Range, time::Duration};
 
@@ -75,14 +78,14 @@ impl SyncPeriod {
     }
 
     /// One informer's resync period (upstream's `calculateResyncPeriod`): the base times a
-    /// factor uniform in [0.9, 1.1), in whole nanoseconds (keeps I1).
+    /// factor uniform in [0.9, 1.1), in whole milliseconds (keeps I1).
     pub fn next(&self) -> Duration {
         let u: f64 = self.rng.lock().random();
         let factor = u / 5.0 + 0.9;
-        let period = Duration::from_nanos((self.base.as_nanos() as f64 * factor) as u64);
+        let period = Duration::from_millis((self.base.as_millis() as f64 * factor) as u64);
         period.clamp(
             self.range().start,
-            self.range().end - Duration::from_nanos(1),
+            self.range().end - Duration::from_millis(1),
         )
     }
 }

@@ -1,7 +1,8 @@
 //! The comparison with a recording, shared by the library's `tests/recorded_upstream` and the
 //! book's `book/tests/recorded_upstream.rs` (which includes this file by path): a recorded
 //! file's body against the port's lines, exactly, with a unified diff on a mismatch, and the
-//! helpers every scenario renders with.
+//! helpers every scenario renders with. Each test binary uses a part of them.
+#![allow(dead_code)]
 
 use std::{future::Future, time::Duration};
 
@@ -32,13 +33,12 @@ pub fn body(recorded: &str) -> String {
         .collect()
 }
 
-/// The unified diff (upstream `-`, port `+`) between the recorded body and the port's lines,
-/// or `None` when they are equal.
-pub fn diff_text(recorded: &str, port: &[String]) -> Option<String> {
-    let want = body(recorded);
+/// The unified diff (upstream `-`, port `+`) between a recorded body and the port's lines, or
+/// `None` when they are equal.
+pub fn diff_body(want: &str, port: &[String]) -> Option<String> {
     let got: String = port.iter().map(|l| format!("{l}\n")).collect();
     (want != got).then(|| {
-        TextDiff::from_lines(&want, &got)
+        TextDiff::from_lines(want, &got)
             .unified_diff()
             .context_radius(3)
             .header("upstream (recorded)", "port")
@@ -49,18 +49,20 @@ pub fn diff_text(recorded: &str, port: &[String]) -> Option<String> {
 /// Panics with a unified diff (upstream `-`, port `+`) unless the port's lines equal the
 /// recorded body.
 pub fn compare_text(name: &str, recorded: &str, port: &[String]) {
-    if let Some(diff) = diff_text(recorded, port) {
+    if let Some(diff) = diff_body(&body(recorded), port) {
         panic!("{name}: the port differs from upstream\n{diff}");
     }
 }
 
-/// Compares the port's lines with `upstream/recorded/<name>.txt`, then shows the comparison
-/// failing: every line of the port's text, changed alone, must fail it with a diff that names
-/// that line. So no line of a recording goes unchecked, and a comparison that could not fail
-/// (an empty body, a filter that drops lines) fails here instead.
-pub fn compare(name: &str, port: Vec<String>) {
-    let recorded = recorded(name);
-    compare_text(name, &recorded, &port);
+/// Compares the port's lines with `want`, a recorded body (or the part of one a test
+/// compares), then shows the comparison failing: every line of the port's text, changed
+/// alone, must fail it with a diff that names that line. So no line goes unchecked, and a
+/// comparison that could not fail (an empty body, a filter that drops lines) fails here
+/// instead.
+fn compare_body(name: &str, want: &str, port: Vec<String>) {
+    if let Some(diff) = diff_body(want, &port) {
+        panic!("{name}: the port differs from upstream\n{diff}");
+    }
     assert!(
         !port.is_empty(),
         "{name}: an empty recording compares nothing"
@@ -68,7 +70,7 @@ pub fn compare(name: &str, port: Vec<String>) {
     for i in 0..port.len() {
         let mut changed = port.clone();
         changed[i] = format!("{} (changed)", changed[i]);
-        let diff = diff_text(&recorded, &changed)
+        let diff = diff_body(want, &changed)
             .unwrap_or_else(|| panic!("{name}: line {} changed passed the comparison", i + 1));
         assert!(
             diff.contains(&format!("\n+{}\n", changed[i])),
@@ -76,6 +78,72 @@ pub fn compare(name: &str, port: Vec<String>) {
             i + 1
         );
     }
+}
+
+/// Compares the port's lines with the body of `upstream/recorded/<name>.txt`, exactly, and
+/// shows the comparison failing on each changed line ([`compare_body`]).
+pub fn compare(name: &str, port: Vec<String>) {
+    compare_body(name, &body(&recorded(name)), port);
+}
+
+/// Compares the port's lines with the body of `upstream/recorded/<name>.txt` up to (not
+/// including) its first line that starts with `until`: for a recording whose later part the
+/// port cannot run under virtual time (the test says why).
+pub fn compare_until(name: &str, until: &str, port: Vec<String>) {
+    let body = body(&recorded(name));
+    let part: String = body
+        .lines()
+        .take_while(|l| !l.starts_with(until))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        part.len() < body.len(),
+        "{name}: no line starts with {until:?}: compare the whole body"
+    );
+    compare_body(name, &part, port);
+}
+
+/// A difference between the port and upstream that is named, not removed: on the first body
+/// line at or after the line starting with `after`, upstream prints `upstream` where the port
+/// prints `port`, for `cause`. The test that names it shows both outputs and compares the rest
+/// exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct Named {
+    /// The line the difference is on, or the first line before it, starts with this.
+    pub after: &'static str,
+    /// What upstream prints there.
+    pub upstream: &'static str,
+    /// What the port prints instead.
+    pub port: &'static str,
+    /// Why, in a sentence (the same words stand in `upstream/README.md` and the chapter).
+    pub cause: &'static str,
+}
+
+/// Compares the port's lines with the body of `upstream/recorded/<name>.txt` in which each
+/// named difference has been made (it must be there to be made: a difference that went away
+/// fails, so its name can be removed), exactly and line by line as [`compare`] does.
+pub fn compare_with_named(name: &str, port: Vec<String>, named: &[Named]) {
+    let mut lines: Vec<String> = body(&recorded(name)).lines().map(str::to_owned).collect();
+    for n in named {
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with(n.after))
+            .unwrap_or_else(|| panic!("{name}: no line starts with {:?}", n.after));
+        let at = lines[start..]
+            .iter()
+            .position(|l| l.contains(n.upstream))
+            .map(|i| start + i)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name}: upstream no longer prints {:?} after {:?}: the named difference \
+                     ({}) is gone; compare exactly",
+                    n.upstream, n.after, n.cause
+                )
+            });
+        lines[at] = lines[at].replacen(n.upstream, n.port, 1);
+    }
+    let want: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    compare_body(name, &want, port);
 }
 
 /// Compares the same port lines with every recording in `names` (one scenario recorded on

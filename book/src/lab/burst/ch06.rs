@@ -178,11 +178,14 @@ pub fn real_sweeps() -> Vec<Vec<Report>> {
     all
 }
 
+/// The (gap, cost) pairs of the runs below the gap, in ms: every cost below its gap.
+pub const BELOW_GAP: [(u64, u64); 6] = [(2, 0), (2, 1), (4, 3), (8, 0), (8, 5), (8, 7)];
+
 /// Virtual-time runs where the reconciler is faster than the writer (cost < gap): every event
 /// is its own reconcile. Snapshot `ch06_below_gap_virtual`.
 pub fn below_gap_virtual() -> Vec<Report> {
     let ms = Duration::from_millis;
-    let reports: Vec<Report> = [(2, 0), (2, 1), (4, 3), (8, 0), (8, 5), (8, 7)]
+    let reports: Vec<Report> = BELOW_GAP
         .iter()
         .map(|&(gap, cost)| {
             let r = super::run(&Params::essay().gap(ms(gap)).cost(ms(cost))).expect("run");

@@ -101,7 +101,7 @@ pub struct Config {
     /// Workers per controller (0 is raised to 1).
     pub workers: usize,
     /// The controller-runtime release the level design's controller follows (its queue);
-    /// v0.24 by default.
+    /// v0.25 by default.
     pub release: Release,
     /// The backoff both designs retry with. `None`: each design's default, the release's
     /// for the level controller, [`Backoff::ControllerDefault`] for the payload queue.
@@ -288,8 +288,8 @@ pub struct Armed {
 impl Design {
     /// This design with `workers` workers, unarmed, at controller-runtime's defaults, driving
     /// `downstream`: chapter 07's.
-    pub fn unarmed(self, downstream: &Arc<Downstream>, workers: usize) -> Armed {
-        self.armed(downstream, unarmed(), Config::workers(workers))
+    pub fn unarmed(self, downstream: &Arc<Downstream>, config: Config) -> Armed {
+        self.armed(downstream, unarmed(), config)
     }
 
     /// This design with `hooks` and `config`, driving `downstream`.

@@ -7,10 +7,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Armed, Design, Downstream, NAMESPACE, OBJECT, Process};
+use super::{Armed, Config, Design, Downstream, NAMESPACE, OBJECT, Process};
 use crate::lab::rig::{ESSAY, Storm};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
+    controller::Release,
     resources::{Widget, WidgetSpec},
 };
 
@@ -27,6 +28,8 @@ pub struct Params {
     /// Kill both controllers once they have heard this write; restart them after the last
     /// write.
     pub kill_after_write: Option<u64>,
+    /// The controller-runtime release the level design follows (the book's: v0.25).
+    pub release: Release,
 }
 
 impl Params {
@@ -37,6 +40,7 @@ impl Params {
             workers: 1,
             fail_first_command: false,
             kill_after_write: None,
+            release: Release::default(),
         }
     }
     /// With `n` writes.
@@ -60,6 +64,18 @@ impl Params {
         Params {
             kill_after_write: Some(k),
             ..self
+        }
+    }
+    /// With the level design on `release`.
+    pub fn release(self, release: Release) -> Self {
+        Params { release, ..self }
+    }
+    /// Each design's setup: controller-runtime's defaults on the storm's release, with its
+    /// workers.
+    pub fn config(&self) -> Config {
+        Config {
+            release: self.release,
+            ..Config::workers(self.workers)
         }
     }
 }
@@ -135,7 +151,7 @@ pub async fn run_async(params: &Params) -> Report {
     created.expect("creating the widget on a fresh cluster");
     let designs = [Design::Level, Design::Edge];
     let worlds = designs.map(|_| Downstream::new(cost)); // the world each design drives
-    let start = |d: usize| Process::start(&designs[d].unarmed(&worlds[d], params.workers), &api);
+    let start = |d: usize| Process::start(&designs[d].unarmed(&worlds[d], params.config()), &api);
     let mut procs: Vec<Option<Process<Armed>>> = vec![Some(start(0)), Some(start(1))];
     let settle = Duration::from_secs(1) + cost * 4;
     tokio::time::sleep(settle).await;

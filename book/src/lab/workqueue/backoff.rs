@@ -236,68 +236,71 @@ pub fn ch02_bucket() {
     });
 }
 
-/// A success without forget carries the failures forward into the next failure's backoff
-/// (snapshot `ch02_done_without_forget`).
+/// A success without forget carries the failures forward into the next failure's backoff:
+/// the table of failures kept and the next wait, with and without `forget`.
+pub async fn done_without_forget() -> String {
+    // book: ch02_done_without_forget
+    use controlloop::workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+    use controlloop_book::lab::rig::within;
+    use controlloop_book::lab::workqueue::human;
+    use std::time::Duration;
+    use tokio::time::Instant;
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    // A hand-written worker loop for one object, with or without `forget` after a success.
+    async fn run(forget_on_success: bool) -> (usize, Duration) {
+        let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+        let next = || within(DAY, "the requeued key", queue.claim());
+        queue.add("default/web");
+
+        // A dependency is down: twelve reconciles in a row fail, and each requeues with backoff.
+        let mut last = Instant::now();
+        for n in 1..=12 {
+            let claim = next().await.unwrap();
+            if n > 1 {
+                assert_eq!(last.elapsed(), Duration::from_millis(5 << (n - 2))); // doubles
+            }
+            last = Instant::now();
+            claim.add_rate_limited(); // dropping the claim at the end of the loop is `done`
+        }
+        // The dependency is back: the thirteenth reconcile succeeds.
+        let claim = next().await.unwrap();
+        if forget_on_success {
+            claim.forget();
+        }
+        drop(claim); // done
+        let failures_kept = queue.num_requeues(&"default/web");
+
+        // A day later the object changes, and its reconcile fails once.
+        tokio::time::sleep(DAY).await;
+        queue.add("default/web");
+        let claim = next().await.unwrap();
+        claim.add_rate_limited();
+        drop(claim);
+        let failed = Instant::now();
+        let _retry = next().await.unwrap();
+        (failures_kept, failed.elapsed())
+    }
+
+    let without_forget = run(false).await;
+    let with_forget = run(true).await;
+    // Without forget the success kept all twelve failures, and the next one, a day later, waits
+    // as the thirteenth in a row would: 5 ms · 2^12. With forget it waits the base 5 ms.
+    assert_eq!(without_forget, (12, Duration::from_millis(5 << 12)));
+    assert_eq!(with_forget, (0, Duration::from_millis(5)));
+    let mut table = String::from("after a success          failures kept  next failure waits\n");
+    for (name, (kept, wait)) in [
+        ("done, no forget", without_forget),
+        ("done and forget", with_forget),
+    ] {
+        table.push_str(&format!("{name:<24} {kept:>13}  {}\n", human(wait)));
+    }
+    table
+    // book: end ch02_done_without_forget
+}
+
+/// [`done_without_forget`], snapshot `ch02_done_without_forget`.
 pub fn ch02_done_without_forget() {
-    controlloop_book::lab::rig::paused(async {
-        // book: ch02_done_without_forget
-        use controlloop::workqueue::{RateLimitingQueue, default_controller_rate_limiter};
-        use controlloop_book::lab::rig::within;
-        use controlloop_book::lab::workqueue::human;
-        use std::time::Duration;
-        use tokio::time::Instant;
-        const DAY: Duration = Duration::from_secs(24 * 3600);
-
-        // A hand-written worker loop for one object, with or without `forget` after a success.
-        async fn run(forget_on_success: bool) -> (usize, Duration) {
-            let queue = RateLimitingQueue::new(default_controller_rate_limiter());
-            let next = || within(DAY, "the requeued key", queue.claim());
-            queue.add("default/web");
-
-            // A dependency is down: twelve reconciles in a row fail, and each requeues with backoff.
-            let mut last = Instant::now();
-            for n in 1..=12 {
-                let claim = next().await.unwrap();
-                if n > 1 {
-                    assert_eq!(last.elapsed(), Duration::from_millis(5 << (n - 2))); // doubles
-                }
-                last = Instant::now();
-                claim.add_rate_limited(); // dropping the claim at the end of the loop is `done`
-            }
-            // The dependency is back: the thirteenth reconcile succeeds.
-            let claim = next().await.unwrap();
-            if forget_on_success {
-                claim.forget();
-            }
-            drop(claim); // done
-            let failures_kept = queue.num_requeues(&"default/web");
-
-            // A day later the object changes, and its reconcile fails once.
-            tokio::time::sleep(DAY).await;
-            queue.add("default/web");
-            let claim = next().await.unwrap();
-            claim.add_rate_limited();
-            drop(claim);
-            let failed = Instant::now();
-            let _retry = next().await.unwrap();
-            (failures_kept, failed.elapsed())
-        }
-
-        let without_forget = run(false).await;
-        let with_forget = run(true).await;
-        // Without forget the success kept all twelve failures, and the next one, a day later, waits
-        // as the thirteenth in a row would: 5 ms · 2^12. With forget it waits the base 5 ms.
-        assert_eq!(without_forget, (12, Duration::from_millis(5 << 12)));
-        assert_eq!(with_forget, (0, Duration::from_millis(5)));
-        let mut table =
-            String::from("after a success          failures kept  next failure waits\n");
-        for (name, (kept, wait)) in [
-            ("done, no forget", without_forget),
-            ("done and forget", with_forget),
-        ] {
-            table.push_str(&format!("{name:<24} {kept:>13}  {}\n", human(wait)));
-        }
-        controlloop_book::kit::snap::text("ch02_done_without_forget", table);
-        // book: end ch02_done_without_forget
-    });
+    let table = controlloop_book::lab::rig::paused(done_without_forget());
+    controlloop_book::kit::snap::text("ch02_done_without_forget", table);
 }
