@@ -1,7 +1,7 @@
 //! The controller: requests, results, events, predicates and handlers, after
 //! controller-runtime (`pkg/reconcile`, `pkg/event`, `pkg/predicate`, `pkg/handler`,
 //! `pkg/internal/controller`, and the jittered `SyncPeriod` of `pkg/cache`), at v0.25 by
-//! default and v0.24 and v0.22 for comparison ([`Release`]).
+//! default, v0.24 and v0.22 for comparison ([`Release`]).
 //!
 //! How the parts meet:
 //!

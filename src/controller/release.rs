@@ -186,7 +186,8 @@ use crate::workqueue::{
 pub enum Release {
     /// controller-runtime v0.22 (checked against v0.22.5), kept for comparison.
     V0_22,
-    /// controller-runtime v0.24 (checked against v0.24.1), which pairs with client-go v0.36.
+    /// controller-runtime v0.24 (checked against v0.24.1), which pairs with client-go v0.36;
+    /// in every behaviour the port models, the same as v0.25.
     V0_24,
     /// controller-runtime v0.25 (checked against v0.25.3), which pairs with client-go v0.37.
     #[default]

@@ -85,7 +85,7 @@ pub struct Params {
     pub backend: Backend,
     /// Which controller design runs.
     pub variant: Variant,
-    /// Which controller-runtime release the controller follows (default: the book's, v0.24).
+    /// Which controller-runtime release the controller follows (default: the book's, v0.25).
     pub release: Release,
 }
 

@@ -1,5 +1,5 @@
 //! Chapter 06's storm against the rest of a controller's initial list: what the priority queue
-//! (controller-runtime v0.24's default) does to low-priority keys while one object is written
+//! (controller-runtime v0.24's and v0.25's default) does to low-priority keys while one object is written
 //! again and again.
 //!
 //! Follows controller-runtime v0.24.1: `pkg/handler/eventhandler.go` (an initial-list create is

@@ -74,8 +74,8 @@ pub enum Backoff {
     /// items (10 per second, burst 100).
     #[default]
     ControllerDefault,
-    /// The per-item exponential backoff alone, controller-runtime v0.24's default with its
-    /// priority queue (v0.24.1 `pkg/controller/controller.go`).
+    /// The per-item exponential backoff alone, controller-runtime v0.24's and v0.25's default
+    /// with its priority queue (v0.25.3 `pkg/controller/controller.go`).
     PerItem,
 }
 

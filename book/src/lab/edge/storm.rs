@@ -8,7 +8,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::{Armed, Config, Design, Downstream, NAMESPACE, OBJECT, Process};
-use crate::lab::rig::{ESSAY, Storm};
+use crate::lab::rig::{ESSAY, Storm, let_tasks_run};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     controller::Release,
@@ -167,7 +167,7 @@ pub async fn run_async(params: &Params) -> Report {
             .await;
         patched.expect("a merge patch of spec.replicas");
         if params.kill_after_write == Some(value) {
-            crate::lab::rig::let_tasks_run().await; // each process hears this write first
+            let_tasks_run().await; // each process hears this write first
             for (d, p) in procs.iter_mut().enumerate() {
                 let p = p.take().expect("killed once");
                 killed[d] = p.events();

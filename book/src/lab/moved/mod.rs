@@ -127,7 +127,7 @@ fn same_body(a: &str, b: &str) -> bool {
 pub fn ch13_v025() -> String {
     // book: ch13_v025
     // Upstream: every scenario recorded on both pairs of tags, body against body.
-    let mut table = format!("{:<41} v0.24 → v0.25\n", "claim");
+    let mut table = format!("{:<56} v0.24 → v0.25\n", "claim");
     let names = Recording::names();
     for new in names
         .iter()
@@ -139,7 +139,7 @@ pub fn ch13_v025() -> String {
             same_body(&old, new),
             "{name} moved between v0.24.1 and v0.25.3"
         );
-        table += &format!("{:<41} unchanged\n", format!("recorded: {name}"));
+        table += &format!("{:<56} unchanged\n", format!("recorded: {name}"));
     }
     for new in names.iter().filter(|n| n.starts_with("client_go_v0.37_")) {
         let name = &new["client_go_v0.37_".len()..];
@@ -153,12 +153,12 @@ pub fn ch13_v025() -> String {
             same_body(&old, new),
             "{name} moved between v0.36.3 and v0.37.2"
         );
-        table += &format!("{:<41} unchanged\n", format!("recorded: client-go {name}"));
+        table += &format!("{:<56} unchanged\n", format!("recorded: client-go {name}"));
     }
     // The port: every claim the book shows that depends on the release, run on both.
     let unmoved = |claim: &str, moved: Moved| {
         moved.assert_unchanged(); // no diff to review: the claim holds as it stood
-        format!("{:<41} unchanged\n", format!("port: {claim}"))
+        format!("{:<56} unchanged\n", format!("port: {claim}"))
     };
     let walk = |r| rig::paused(controller_queue(r));
     table += &unmoved(

@@ -156,7 +156,7 @@ impl Reconcile {
 /// What a run saw.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The FIFO the 1.36 gates selected.
+    /// The FIFO the 1.37 gates selected (the same as 1.36's).
     pub fifo: String,
     /// The counting handler's `on_update` counts.
     pub updates: UpdateCounts,

@@ -1,12 +1,12 @@
 //! Chapter 02's runs: `forget` without `done`, `done` without `forget`, and the default
 //! controller rate limiter's delays.
 //!
-//! Follows client-go v0.36.3 `util/workqueue/rate_limiting_queue.go` and
+//! Follows client-go v0.37.2 `util/workqueue/rate_limiting_queue.go` and
 //! `default_rate_limiters.go` (`DefaultTypedControllerRateLimiter`: the maximum of a per-item
 //! exponential limiter, 5 ms doubling to 1000 s, and a shared token bucket of 10 per second with
 //! a burst of 100), which controller-runtime v0.22 uses as its default; controller-runtime
-//! v0.24's default is its priority queue with the exponential limiter alone. The runs that
-//! depend on the controller's queue or limiter take a [`Release`] and run under both.
+//! v0.24's and v0.25's default is their priority queue with the exponential limiter alone. The
+//! runs that depend on the controller's queue or limiter take a [`Release`] and run under each.
 
 use std::time::Duration;
 
