@@ -37,11 +37,12 @@ use controlloop_book::{
         burst::{
             self, Clock, Params, Report,
             ch06::BELOW_GAP,
+            priority::{OTHERS, Objects, StormAndList, storm_and_initial_list},
             sweeps::{COSTS_MS, GAPS_MS, Sweep, WRITES, rows_table},
         },
         edge,
         method::{self, Source, UPDATES},
-        rig::{self, ESSAY, HOUR},
+        rig::{self, ESSAY, HOUR, OBJECT, Storm},
         workqueue::{backoff, coalescing, contention},
     },
 };
@@ -496,4 +497,120 @@ fn ch07_queue_items() {
         ],
         lines(&edge::queue_items()),
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Chapter 06: the storm beside the initial list
+// ---------------------------------------------------------------------------------------
+
+/// A sequence with repeats folded, as the recording prints it: `a, b ×3, c`.
+fn folded<T: PartialEq>(items: &[T], name: impl Fn(&T) -> String) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    let mut last: Option<&T> = None;
+    for item in items {
+        match (last, out.last_mut()) {
+            (Some(prev), Some((_, n))) if prev == item => *n += 1,
+            _ => out.push((name(item), 1)),
+        }
+        last = Some(item);
+    }
+    out
+}
+
+/// One run of the storm beside the initial list in the recording's lines.
+fn storm_and_list_lines(run: &StormAndList) -> Vec<String> {
+    let rvs = match run.objects {
+        Objects::Fake => {
+            "resourceVersions as the fake stores them (none: every update's old and new \
+             resourceVersion are equal)"
+        }
+        Objects::Server => {
+            "each write stamped with a fresh resourceVersion, as an API server's would be"
+        }
+    };
+    let delay = match run.delay.as_millis() {
+        0 => "0s".to_owned(),
+        ms => format!("{ms}ms"),
+    };
+    let mut out = vec![format!(
+        "queue: {}; {rvs}; the storm began {delay} after the first reconcile started",
+        queue_name(run.queue)
+    )];
+    let Storm { writes, gap, cost } = run.storm;
+    out.push(format!(
+        "storm: {writes} writes to {OBJECT}, {} ms apart, over {} ms; {} ms per reconcile, one \
+         worker",
+        gap.as_millis(),
+        run.storm_ms,
+        cost.as_millis()
+    ));
+    out.push(format!(
+        "reconciles started during the storm: {OBJECT} {}, the {OTHERS} other objects {}",
+        run.storm_object_during, run.others_during
+    ));
+    out.push(format!(
+        "the other objects' first reconciles, ms after the storm began: [{}]",
+        listed(&run.others_first_ms)
+    ));
+    let last = run.storm_object_final.map_or(-1, |v| v as i64);
+    out.push(format!("{OBJECT}'s last reconcile read {last}"));
+    let adds = run.adds.iter().map(|(name, priority)| {
+        let who = match name == OBJECT {
+            true => "the storm's object",
+            false => "another object",
+        };
+        let at = priority.map_or("no priority".to_owned(), |p| format!("priority {p}"));
+        format!("{who} at {at}")
+    });
+    let adds: Vec<String> = adds.collect();
+    let adds = folded(&adds, String::clone).into_iter();
+    let adds: Vec<String> = adds.map(|(a, n)| format!("{n} × {a}")).collect();
+    out.push(format!("the handler's adds: {}", adds.join(", ")));
+    let order = folded(&run.order, String::clone).into_iter();
+    let order: Vec<String> = order
+        .map(|(name, n)| match n {
+            1 => name,
+            n => format!("{name} ×{n}"),
+        })
+        .collect();
+    out.push(format!("reconciles in order: {}", order.join(", ")));
+    out
+}
+
+/// Chapter 06's storm beside the initial list, on each release: resourceVersions as the fake
+/// leaves them (the port's fake) and stamped (the embedded server), the storm at the first
+/// reconcile and 1 ms later, as the recorder runs them.
+fn storm_and_list(release: Release) -> Vec<String> {
+    let mut out = Vec::new();
+    for objects in [Objects::Fake, Objects::Server] {
+        for delay in [Duration::ZERO, Duration::from_millis(1)] {
+            if !out.is_empty() {
+                out.push(String::new());
+            }
+            let run = storm_and_initial_list(release, objects, delay);
+            let run = rig::paused(run).unwrap_or_else(|e| panic!("{release}: {e}"));
+            out.extend(storm_and_list_lines(&run));
+        }
+    }
+    out
+}
+
+#[test]
+fn ch06_storm_and_initial_list() {
+    for (release, name) in [
+        (
+            Release::V0_22,
+            "controller_runtime_v0.22_storm_and_initial_list",
+        ),
+        (
+            Release::V0_24,
+            "controller_runtime_v0.24_storm_and_initial_list",
+        ),
+        (
+            Release::V0_25,
+            "controller_runtime_v0.25_storm_and_initial_list",
+        ),
+    ] {
+        compare(name, storm_and_list(release));
+    }
 }

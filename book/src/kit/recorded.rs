@@ -101,7 +101,12 @@ impl Recording {
     /// # Panics
     /// If there is none (keeps I1).
     pub fn number_after(&self, prefix: &str, word: &str) -> f64 {
-        let line = self.after(prefix);
+        // The whole line, prefix included: `word` may be the prefix itself (`span 199 ms`).
+        let line = self
+            .body
+            .iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{}: no line starting {prefix:?}", self.name));
         let needle = format!("{word} ");
         let start = line
             .find(&needle)

@@ -8,7 +8,7 @@ use std::{fmt::Write as _, time::Duration};
 
 use super::{
     Clock, Params, Report, Variant, bands,
-    priority::{StormAndList, storm_and_initial_list},
+    priority::{Objects, StormAndList, storm_and_initial_list},
     sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table},
 };
 use crate::kit::{measured, recorded::Recording, snap};
@@ -77,11 +77,15 @@ pub fn releases_text(runs: &[(Release, Report)]) -> String {
 /// The storm beside the rest of the initial list, on each release; snapshot
 /// `ch06_storm_and_initial_list`.
 pub fn storm_and_list() -> Vec<StormAndList> {
+    let run = |r| storm_and_initial_list(r, Objects::Server, Duration::ZERO);
     let runs: Vec<StormAndList> = Release::ALL
         .iter()
-        .map(|&r| rig::paused(storm_and_initial_list(r)).expect("the storm and the list"))
+        .map(|&r| rig::paused(run(r)).expect("the storm and the list"))
         .collect();
     snap::text("ch06_storm_and_initial_list", storm_and_list_text(&runs));
+    let fake = storm_and_initial_list(Release::default(), Objects::Fake, Duration::ZERO);
+    let fake = rig::paused(fake).expect("the storm and the list, on the fake");
+    snap::text("ch06_storm_and_list_fake", fake.summary());
     runs
 }
 
@@ -315,8 +319,7 @@ fn essay_rows(
     let rec = Recording::read(RECORDED_ESSAY);
     let sweeps = Recording::read(RECORDED_SWEEPS);
     let real_essay = real.map(|(r, _)| r);
-    let band_or =
-        |band: String, value: &dyn Fn(&Report) -> String| real_essay.map_or(band, |r| value(r));
+    let band_or = |band: String, value: &dyn Fn(&Report) -> String| real_essay.map_or(band, value);
     let values = |r: &Report| {
         let shown: Vec<String> = r.observed.iter().map(|v| show(*v)).collect();
         shown.join(", ")

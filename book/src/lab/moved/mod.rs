@@ -4,10 +4,15 @@
 //! unmoved, beside the recordings of both tags. Each function's body is a chapter block,
 //! verbatim.
 
+use std::time::Duration;
+
 use crate::kit::moved::{Moved, flat_yaml};
 use crate::kit::recorded::Recording;
 use crate::kit::snap;
-use crate::lab::burst::{self, Params, priority::storm_and_initial_list};
+use crate::lab::burst::{
+    self, Params,
+    priority::{Objects, storm_and_initial_list},
+};
 use crate::lab::edge;
 use crate::lab::resync::{HOUR, Read, Setup, timeline};
 use crate::lab::rig;
@@ -198,7 +203,10 @@ pub fn ch13_v025() -> String {
         "ch06 storm",
         Moved::between("ch06_essay_virtual", V0_24, V0_25, storm),
     );
-    let list = |r| rig::paused(storm_and_initial_list(r)).unwrap().summary();
+    let list = |r| {
+        let run = storm_and_initial_list(r, Objects::Server, Duration::ZERO);
+        rig::paused(run).unwrap().summary()
+    };
     let name = "ch06_storm_and_initial_list";
     table += &unmoved(
         "ch06 storm and list",
