@@ -42,6 +42,7 @@ use controlloop_book::{
         },
         edge,
         method::{self, Source, UPDATES},
+        resync::{self, Read, Setup, owned_timeline, timeline, when},
         rig::{self, ESSAY, HOUR, OBJECT, Storm},
         workqueue::{backoff, coalescing, contention},
     },
@@ -612,5 +613,128 @@ fn ch06_storm_and_initial_list() {
         ),
     ] {
         compare(name, storm_and_list(release));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Chapter 04: the resync timeline, the predicate, the remedy, the owned watch
+// ---------------------------------------------------------------------------------------
+
+/// The port's watch calls, where the recorder counts the fake clientset's: the embedded
+/// server ends a watch after its timeout, and the reflector resumes it from the last
+/// resourceVersion (no relist), so the port's 35 hours hold more watches than the fake's one,
+/// which never ends.
+const RESYNC_WATCHES: Named = Named {
+    after: "  fake clientset calls:",
+    upstream: "fake clientset calls: list 1, watch 1",
+    port: "API server calls: list 1, watch 1 + 288 resumed",
+    cause: "the embedded server's watches time out and are resumed; the fake's one watch never ends",
+};
+
+/// The owned object: the recorder owns a Pod (its primary object is a ConfigMap on the fake),
+/// the port's chapter 04 owns a ConfigMap (its primary object is a Widget). The claim is the
+/// same: the owner is reconciled at each resync of the owned informer's own jittered period.
+const RESYNC_OWNED: Named = Named {
+    after: "owned Pod",
+    upstream: "owned Pod (EnqueueRequestForOwner, no predicate), no writes: reconciles after hour 0 at P(Pod), 2·P(Pod), 3·P(Pod) (P(Pod): the Pod informer's resync period)",
+    port: "owned ConfigMap (EnqueueRequestForOwner, no predicate), no writes: reconciles after hour 0 at P(ConfigMap), 2·P(ConfigMap), 3·P(ConfigMap) (P(ConfigMap): the ConfigMap informer's resync period)",
+    cause: "the port's chapter 04 owns a ConfigMap beside its Widget, the recorder a Pod beside its ConfigMap",
+};
+
+/// Chapter 04's runs on `release` in the recording's lines: the faithful controller (its
+/// update counts, what it reconciled, the server and the cache at the end, its calls), the run
+/// without the predicate, the remedy's three rows, the owned watch, and whether every jittered
+/// period lay in [9 h, 11 h).
+fn resync_lines(release: Release) -> Vec<String> {
+    let run = |setup: Setup| rig::paused(timeline(Setup { release, ..setup }));
+    let faithful = run(Setup::faithful());
+    let u = &faithful.updates;
+    let mut out = vec![
+        "GenerationChangedPredicate, reading the cache:".to_owned(),
+        format!(
+            "  on_update: total {}, payload_changed {}, old_equals_new {}, same_pointer {}, \
+             generation_changed_passes {}",
+            u.total,
+            u.payload_changed,
+            u.old_equals_new,
+            u.same_pointer,
+            u.generation_changed_passes
+        ),
+        format!("  reconciled: {}", faithful.reconciled().join(", ")),
+        format!("  on the server: {}", faithful.on_the_server.join(", ")),
+        format!("  in the cache: {}", faithful.in_the_cache.join(", ")),
+        format!(
+            "  API server calls: list {}, watch 1 + {} resumed",
+            1 + faithful.relists,
+            faithful.rewatches
+        ),
+    ];
+    let no_predicate = run(Setup {
+        predicate: false,
+        ..Setup::faithful()
+    });
+    out.push(format!(
+        "no predicate, reading the cache: {}",
+        no_predicate.reconciled().join(", ")
+    ));
+    let hourly = Setup {
+        requeue_after: Some(HOUR),
+        ..Setup::faithful()
+    };
+    let remedy = [
+        ("cache, RequeueAfter 1h", run(hourly)),
+        (
+            "server, RequeueAfter 1h",
+            run(Setup {
+                read: Read::Live,
+                ..hourly
+            }),
+        ),
+        (
+            "server, no requeue",
+            run(Setup {
+                read: Read::Live,
+                ..Setup::faithful()
+            }),
+        ),
+    ];
+    for (how, r) in &remedy {
+        out.push(format!(
+            "{:<33}{}; generation_changed_passes {}",
+            format!("remedy, {how}:"),
+            r.reconciled().join(", "),
+            r.updates.generation_changed_passes
+        ));
+    }
+    let (at, cm_period) = rig::paused(owned_timeline(resync::SEED));
+    let later = at.into_iter().filter(|t| *t > Duration::from_secs(60));
+    let later: Vec<String> = later
+        .map(|t| when(t, cm_period, Some("ConfigMap")))
+        .collect();
+    out.push(format!(
+        "owned ConfigMap (EnqueueRequestForOwner, no predicate), no writes: reconciles after \
+         hour 0 at {} (P(ConfigMap): the ConfigMap informer's resync period)",
+        later.join(", ")
+    ));
+    let range = resync::sync_period(0).range();
+    let runs = [&faithful, &no_predicate]
+        .into_iter()
+        .chain(remedy.iter().map(|(_, r)| r));
+    let in_range = runs.map(|r| r.resync_period).chain([cm_period]);
+    let in_range = in_range.into_iter().all(|p| range.contains(&p));
+    out.push(format!(
+        "every resync period controller-runtime gave an informer is in [9h, 11h): {in_range}"
+    ));
+    out
+}
+
+#[test]
+fn ch04_resync() {
+    for (release, name) in [
+        (Release::V0_22, "controller_runtime_v0.22_resync"),
+        (Release::V0_24, "controller_runtime_v0.24_resync"),
+        (Release::V0_25, "controller_runtime_v0.25_resync"),
+    ] {
+        compare_with_named(name, resync_lines(release), &[RESYNC_WATCHES, RESYNC_OWNED]);
     }
 }
