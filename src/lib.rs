@@ -6,9 +6,9 @@
 //!
 //! With it you can test your own controller's behaviour exactly: hours of resyncs and
 //! backoffs in milliseconds, the same result on every run, no cluster and no sockets. The
-//! ports follow upstream's *behaviour* (client-go v0.36, controller-runtime v0.24 by default,
-//! v0.22 selectable with [`controller::Release`]); each module names the upstream file it
-//! follows and lists where it differs.
+//! ports follow upstream's *behaviour* (client-go v0.37, controller-runtime v0.25 by default,
+//! v0.24 and v0.22 selectable with [`controller::Release`]); each module names the upstream file
+//! it follows and lists where it differs.
 //!
 //! | module | what | upstream |
 //! |---|---|---|

@@ -269,10 +269,13 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
         });
         until("not every key was reconciled", || c.metrics().success == 12).await;
         assert_eq!(peak.load(Ordering::SeqCst), 4);
-        // 12 keys x 10 ms on 4 workers: 30 ms (plus the 1 ms polling of `until`); serial: 120.
+        // The workers start at the cache-sync wait's second look, 100 ms in (client-go's
+        // `WaitForCacheSync` polls every 100 ms, and its first look came before the informer's
+        // list); then 12 keys x 10 ms on 4 workers: 30 ms (plus the 1 ms polling of `until`);
+        // serial: 120.
         let took = started.elapsed();
         assert!(
-            took >= Duration::from_millis(30) && took <= Duration::from_millis(31),
+            took >= Duration::from_millis(130) && took <= Duration::from_millis(131),
             "{took:?}"
         );
         c.shutdown();
@@ -281,19 +284,56 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
     });
 }
 
-/// A controller follows controller-runtime v0.24 unless told otherwise.
+/// A controller follows controller-runtime v0.25 unless told otherwise.
 #[test]
-fn the_default_release_is_v0_24_and_the_builder_sets_another() {
+fn the_default_release_is_v0_25_and_the_builder_sets_another() {
     runtime().block_on(async {
         let f = fixture(&[]).await;
         let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
         let c = Controller::builder("t").build(&f.informer, noop).unwrap();
-        assert_eq!(c.release(), Release::V0_24);
-        let c = Controller::builder("u")
-            .release(Release::V0_22)
-            .build(&f.informer, noop)
-            .unwrap();
-        assert_eq!(c.release(), Release::V0_22);
+        assert_eq!(c.release(), Release::V0_25);
+        for release in [Release::V0_22, Release::V0_24] {
+            let c = Controller::builder("u")
+                .release(release)
+                .build(&f.informer, noop)
+                .unwrap();
+            assert_eq!(c.release(), release);
+        }
+        f.stop().await;
+    });
+}
+
+/// controller-runtime v0.24.1 refuses a second `Start` but keeps the controller's mutex
+/// locked, so a third call blocks for ever; v0.25.3 unlocks first
+/// (`pkg/internal/controller/controller.go`, `Start`). The port keeps no lock: every later
+/// call is refused at once, on every release (the v0.25.3 behaviour; `Release` item 3 of the
+/// v0.24 to v0.25 list).
+#[test]
+fn a_controller_started_twice_refuses_again_and_again_on_every_release() {
+    runtime().block_on(async {
+        let mut f = fixture(&["a"]).await;
+        f.run_informer();
+        for release in Release::ALL {
+            let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
+            let c = Controller::builder("t")
+                .release(release)
+                .build(&f.informer, noop)
+                .unwrap();
+            let first = tokio::spawn({
+                let c = c.clone();
+                async move { c.run(futures::future::pending()).await }
+            });
+            tokio::task::yield_now().await; // the first run has started
+            for _ in 0..2 {
+                let again = within(
+                    "a second or third start hung (v0.24.1's lock left held)",
+                    c.run(futures::future::pending()),
+                )
+                .await;
+                assert_eq!(again, Err(ControllerError::AlreadyStarted), "{release}");
+            }
+            first.abort();
+        }
         f.stop().await;
     });
 }
@@ -415,7 +455,7 @@ fn each_release_reports_its_own_queue_metrics() {
                 .expect("no metrics recorded");
             let per_priority: Vec<(i64, i64)> = m.depth.into_iter().collect();
             match release {
-                Release::V0_24 => {
+                Release::V0_24 | Release::V0_25 => {
                     assert_eq!(per_priority, [(LOW_PRIORITY, 2)]);
                     assert_eq!(m.base.depth, 0, "the plain gauge is not used");
                 }

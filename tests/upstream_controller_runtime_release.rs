@@ -17,7 +17,7 @@ use controller_support::{
     until, within,
 };
 use controlloop::{
-    cache::{HandlerPanic, InformerOptions, Scripted, WatchEvent},
+    cache::{HandlerPanic, InformerOptions, SYNCED_POLL_PERIOD, Scripted, WatchEvent},
     controller::{
         Builder, Context, Controller, LOW_PRIORITY, Outcome, ReconcileError,
         ReconcileResult as Res, Release, Request,
@@ -207,12 +207,22 @@ fn initial_list_and_resync_requests_are_low_priority_on_a_priority_queue() {
     );
 }
 
+/// When these controllers' first reconcile starts: on v0.24 and v0.25 at the cache-sync
+/// wait's second look, [`SYNCED_POLL_PERIOD`] in (client-go's `WaitForCacheSync` polls every
+/// 100 ms and the first look finds the informer unsynced); on v0.22 at once, here.
+fn first_reconcile(release: Release) -> Duration {
+    match release {
+        Release::V0_22 => Duration::ZERO,
+        _ => SYNCED_POLL_PERIOD,
+    }
+}
+
 /// The order a one-worker controller reconciles "a", "b", "c" (all from the initial list)
-/// when "c" changes 5 ms into "a"'s 10 ms reconcile.
+/// when "c" changes 5 ms into "a"'s 10 ms reconcile (which starts at [`first_reconcile`]).
 fn order_when_one_object_changes(release: Release) -> Vec<String> {
     block_on_capturing(async {
         let watch = vec![
-            Scripted::After(5 * MS),
+            Scripted::After(first_reconcile(release) + 5 * MS),
             Scripted::Event(WatchEvent::Modified(cm("c", "2"))),
         ];
         let informer = informer(&["a", "b", "c"], watch, HandlerPanic::Crash);
@@ -247,10 +257,13 @@ fn order_when_one_object_changes(release: Release) -> Vec<String> {
 /// from `LowPriority` to 0 and it goes next; under v0.22 (FIFO) it waits its turn.
 #[test]
 fn a_change_overtakes_the_initial_list_on_the_priority_queue() {
-    assert_eq!(
-        order_when_one_object_changes(Release::V0_24),
-        ["a", "c", "b"]
-    );
+    for release in [Release::V0_24, Release::V0_25] {
+        assert_eq!(
+            order_when_one_object_changes(release),
+            ["a", "c", "b"],
+            "{release}"
+        );
+    }
     assert_eq!(
         order_when_one_object_changes(Release::V0_22),
         ["a", "b", "c"]
@@ -260,11 +273,12 @@ fn a_change_overtakes_the_initial_list_on_the_priority_queue() {
 // ---- A requeue meets a change (item 6) ----
 
 /// How many times "a" is reconciled in an hour when it changes 5 ms into its first, 10 ms
-/// reconcile, and that reconcile returns `RequeueAfter(1 s)`; later reconciles succeed.
+/// reconcile (which starts at [`first_reconcile`]), and that reconcile returns
+/// `RequeueAfter(1 s)`; later reconciles succeed.
 fn reconciles_when_a_requeue_after_meets_a_change(release: Release) -> Vec<Duration> {
     block_on_capturing(async {
         let watch = vec![
-            Scripted::After(5 * MS),
+            Scripted::After(first_reconcile(release) + 5 * MS),
             Scripted::Event(WatchEvent::Modified(cm("a", "2"))),
         ];
         let informer = informer(&["a"], watch, HandlerPanic::Crash);
@@ -303,10 +317,14 @@ fn reconciles_when_a_requeue_after_meets_a_change(release: Release) -> Vec<Durat
 #[test]
 fn a_requeue_after_is_absorbed_by_a_change_during_the_reconcile_on_the_priority_queue() {
     let s = Duration::from_secs(1);
-    assert_eq!(
-        reconciles_when_a_requeue_after_meets_a_change(Release::V0_24),
-        [Duration::ZERO, 10 * MS]
-    );
+    for release in [Release::V0_24, Release::V0_25] {
+        let first = first_reconcile(release);
+        assert_eq!(
+            reconciles_when_a_requeue_after_meets_a_change(release),
+            [first, first + 10 * MS],
+            "{release}"
+        );
+    }
     assert_eq!(
         reconciles_when_a_requeue_after_meets_a_change(Release::V0_22),
         [Duration::ZERO, 10 * MS, 10 * MS + s]

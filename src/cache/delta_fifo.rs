@@ -1,5 +1,5 @@
 //! DeltaFIFO: the legacy informer queue, which groups deltas per key. Follows client-go
-//! `tools/cache/delta_fifo.go` at v0.36.
+//! `tools/cache/delta_fifo.go` at v0.37.2 (unchanged since v0.36).
 //!
 //! ```text
 //!   queue: [ "default/alpha", "default/beta" ]          keys, first-arrival order

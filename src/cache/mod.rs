@@ -66,8 +66,8 @@ pub use reflector::{
 pub(crate) use shared_informer::panic_message;
 pub use shared_informer::{
     DeletedObject, HandlerFuncs, HandlerPanic, HandlerRegistration, InformerError, InformerOptions,
-    MINIMUM_RESYNC_PERIOD, ResourceEventHandler, SLEEP_AFTER_HANDLER_PANIC, SharedIndexInformer,
-    determine_resync_period,
+    MINIMUM_RESYNC_PERIOD, ResourceEventHandler, SLEEP_AFTER_HANDLER_PANIC, SYNCED_POLL_PERIOD,
+    SharedIndexInformer, determine_resync_period, wait_for_cache_sync,
 };
 pub use store::{
     IndexError, IndexFunc, KeyError, KeyFunc, KeyListerGetter, LookupError, NAMESPACE_INDEX, Store,

@@ -1,5 +1,5 @@
 //! RealFIFO: the in-order informer queue (default from Kubernetes 1.33). Follows client-go
-//! `tools/cache/the_real_fifo.go` at v0.36.
+//! `tools/cache/the_real_fifo.go` at v0.37.2 (unchanged since v0.36).
 //!
 //! ```text
 //!   items: [Added a1, Added b1, Updated a2, Updated b2, Updated a3]   one delta each, arrival order

@@ -1,8 +1,9 @@
 //! The controller: an informer's events in, keys through a priority or rate-limiting queue,
 //! reconciles out.
 //! Follows controller-runtime's `pkg/internal/controller/controller.go` (the worker loop,
-//! `Start`, `Reconcile`) and `pkg/internal/source/kind.go` (the cache-sync gate), at v0.22.5
-//! and v0.24.1: [`Release`] picks between them. The informer side (`event_handler.go`) is
+//! `Start`, `Reconcile`) and `pkg/internal/source/kind.go` (the cache-sync gate, which waits
+//! with client-go's 100 ms `WaitForCacheSync` poll), at v0.22.5, v0.24.1 and v0.25.3:
+//! [`Release`] picks between them. The informer side (`event_handler.go`) is
 //! the private `controller::source` module.
 //!
 //! ```text
@@ -16,7 +17,7 @@
 //!                                                  {after | rate_limited, priority}, then done
 //!
 //!  run:  sync gate (Release::sync_gate) ─► workers ─► stop: cancel contexts, shut the queue
-//!        down; V0_22 workers drain what is queued, V0_24 workers stop ─► wait for workers
+//!        down; V0_22 workers drain what is queued, V0_24+ workers stop ─► wait for workers
 //! ```
 //!
 //! # Invariants
@@ -89,7 +90,7 @@ use super::{
 use crate::{
     cache::{
         HandlerRegistration, InformerError, ListerWatcher, Object, SharedIndexInformer, Store,
-        panic_message,
+        panic_message, wait_for_cache_sync,
     },
     features::klog,
     workqueue::{BuildError, Claim, RateLimiter},
@@ -514,14 +515,16 @@ impl<K: Object + Clone> Inner<K> {
         self.queue.shut_down();
     }
 
-    /// upstream's source `WaitForSync` under `CacheSyncTimeout`, per [`Release::sync_gate`].
-    /// A crashed informer ends the wait at once.
+    /// upstream's source `WaitForSync` under `CacheSyncTimeout`, per [`Release::sync_gate`]:
+    /// the cache's `WaitForCacheSync`, then (v0.23+) the handler registration's, each a
+    /// client-go [`wait_for_cache_sync`] that looks at once and then every 100 ms. A crashed
+    /// informer ends the wait at once.
     async fn wait_for_sync(&self) -> std::result::Result<(), ControllerError> {
         let reg = &self.registration;
         let synced = async {
-            reg.wait_informer_synced().await;
+            wait_for_cache_sync(|| reg.informer_has_synced()).await;
             if self.release.sync_gate() == SyncGate::Handler {
-                reg.wait_synced().await;
+                wait_for_cache_sync(|| reg.has_synced()).await;
             }
         };
         tokio::select! {

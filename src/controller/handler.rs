@@ -1,12 +1,12 @@
 //! Event handlers: how an event becomes a [`Request`]. Follows controller-runtime's
-//! `pkg/handler/enqueue.go` (v0.22.5 and v0.24.1 alike, but for priorities).
+//! `pkg/handler/enqueue.go` (v0.22.5, v0.24.1 and v0.25.3 alike, but for priorities).
 //!
 //! [`EnqueueRequestForObject`] is the handler almost every controller uses, and it reads
 //! exactly two fields of the event's object: its name and its namespace. Everything else the
 //! event carried — what kind of change it was, the old and new contents — is discarded here, on
 //! purpose. That is the rule that makes a controller level-triggered.
 //!
-//! With a priority queue (v0.24's default), the handlers also say *how urgent* a request is:
+//! With a priority queue (v0.24's and v0.25's default), the handlers also say *how urgent* a request is:
 //! a create from the informer's initial list, and an update whose old and new
 //! resourceVersions are equal (a resync: nothing changed), are added at [`LOW_PRIORITY`], so
 //! that a controller starting over thousands of existing objects, or resyncing them, serves

@@ -1,6 +1,6 @@
 //! A controller's counters: the `controller_runtime_*` metrics of one controller. Follows
 //! controller-runtime's `pkg/internal/controller/metrics/metrics.go` and where
-//! `pkg/internal/controller/controller.go` increments them (v0.22.5 and v0.24.1).
+//! `pkg/internal/controller/controller.go` increments them (v0.22.5, v0.24.1 and v0.25.3).
 //!
 //! # Invariants
 //! 1. `reconcile_total` (the four result counters) counts every reconcile that returned,

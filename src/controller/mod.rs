@@ -1,6 +1,7 @@
 //! The controller: requests, results, events, predicates and handlers, after
 //! controller-runtime (`pkg/reconcile`, `pkg/event`, `pkg/predicate`, `pkg/handler`,
-//! `pkg/internal/controller`), at v0.24 by default and v0.22 for comparison ([`Release`]).
+//! `pkg/internal/controller`, and the jittered `SyncPeriod` of `pkg/cache`), at v0.25 by
+//! default, v0.24 and v0.22 for comparison ([`Release`]).
 //!
 //! How the parts meet:
 //!
@@ -26,6 +27,7 @@ mod queue;
 mod reconcile;
 mod release;
 mod source;
+mod sync_period;
 
 pub use context::{Context, ContextError};
 pub use controller::{Action, Builder, Controller, ControllerError, Reconciler, decide};
@@ -35,3 +37,4 @@ pub use metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel};
 pub use queue::RequestQueue;
 pub use reconcile::{Outcome, ReconcileError, ReconcileResult, Request};
 pub use release::{QueueKind, Release, SyncGate};
+pub use sync_period::{DEFAULT_SYNC_PERIOD, SyncPeriod};

@@ -1,5 +1,5 @@
 //! Predicates: filters that decide which events reach a controller's handler. Follows
-//! controller-runtime's `pkg/predicate/predicate.go` (v0.22.5; unchanged in v0.24.1).
+//! controller-runtime's `pkg/predicate/predicate.go` (v0.22.5; unchanged in v0.24.1 and v0.25.3).
 //!
 //! The four built-in predicates override only updates; creates, deletes and generic events
 //! pass. Each compares one thing between the old and the new object:

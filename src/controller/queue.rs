@@ -1,5 +1,5 @@
 //! The controller's queue: controller-runtime's priority queue or client-go's rate-limiting
-//! queue behind one type. Follows controller-runtime v0.24.1's `Controller.Queue` field
+//! queue behind one type. Follows controller-runtime v0.25.3's `Controller.Queue` field
 //! (`pkg/internal/controller/controller.go`, a `priorityqueue.PriorityQueue[request]`, which
 //! holds a classic queue in `priorityQueueWrapper`) and `NewQueue`'s default
 //! (`pkg/controller/controller.go`, `NewTypedUnmanaged`).

@@ -1,6 +1,6 @@
 //! What a reconciler is given and what it returns. Follows controller-runtime's
-//! `pkg/reconcile/reconcile.go` (v0.22.5 and v0.24.1; they differ only in `Result.Priority`,
-//! which v0.24 has and v0.22 lacks).
+//! `pkg/reconcile/reconcile.go` (v0.22.5, v0.24.1 and v0.25.3; they differ only in `Result.Priority`,
+//! which v0.24 and v0.25 have and v0.22 lacks).
 //!
 //! The one rule this module exists to state: a [`Request`] names an object and says nothing
 //! else. It carries no event (created? updated? deleted?) and no object contents. A reconciler

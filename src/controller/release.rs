@@ -1,15 +1,16 @@
 //! Which controller-runtime release a controller follows: one setting for every behaviour
-//! that differs between the two the crate ports. Read against controller-runtime v0.22.5 and
-//! v0.24.1: `pkg/internal/controller/controller.go`, `pkg/controller/controller.go`,
+//! that differs between the releases the crate ports. Read against controller-runtime v0.22.5,
+//! v0.24.1 and v0.25.3: `pkg/internal/controller/controller.go`, `pkg/controller/controller.go`,
 //! `pkg/config/controller.go`, `pkg/internal/source/kind.go`, `pkg/reconcile/reconcile.go`,
 //! `pkg/handler/eventhandler.go`, `pkg/internal/controller/metrics/metrics.go`,
-//! `pkg/internal/metrics/workqueue.go` and `pkg/controller/priorityqueue/priorityqueue.go`.
+//! `pkg/internal/metrics/workqueue.go`, `pkg/controller/priorityqueue/priorityqueue.go` and
+//! (v0.24 to v0.25) `pkg/cache`, `pkg/handler`, `pkg/source` and `pkg/client`.
 //!
 //! Like the feature gates' emulated version ([`FeatureGates::at_minor`]), it is chosen once,
 //! when the controller is built ([`Builder::release`]), and the defaults follow the newest
-//! release: [`Release::V0_24`], the one that pairs with client-go v0.36.
+//! release: [`Release::V0_25`], the one that pairs with client-go v0.37.
 //!
-//! | behaviour | [`Release::V0_22`] | [`Release::V0_24`] (default) |
+//! | behaviour | [`Release::V0_22`] | [`Release::V0_24`], [`Release::V0_25`] (default) |
 //! |---|---|---|
 //! | the default queue ([`QueueKind`]) | rate-limiting queue | priority queue |
 //! | the default rate limiter ([`QueueKind::default_rate_limiter`]) | max(exponential 5 ms..1000 s, bucket 10 qps / burst 100) | exponential 5 ms..1000 s |
@@ -19,9 +20,14 @@
 //! | `Result::priority` | ignored (no such field) | the priority of the requeue |
 //! | `reconcile_timeouts_total` | absent (stays 0) | counted |
 //!
+//! v0.24 and v0.25 differ in no behaviour the port models: every difference between them
+//! (listed below) is a fix of a hang the port never had, an API of the Go types, or a part of
+//! controller-runtime the port does not have. They are two values so that a chapter can run an
+//! experiment on each and show that nothing moved.
+//!
 //! The queue rows follow from the queue, not the release: [`Builder::use_priority_queue`]
 //! (upstream `UsePriorityQueue`) picks either queue under either release, and the limiter
-//! and shutdown follow it, as upstream. What both releases share: the requeue decisions
+//! and shutdown follow it, as upstream. What all releases share: the requeue decisions
 //! ([`decide`](super::decide)), the reconcile context cancelled at shutdown and by
 //! `ReconciliationTimeout`, `reconcile_panics_total` counting every panic.
 //!
@@ -78,9 +84,12 @@
 //!     wording for both.
 //! 12. **The priority queue itself** (`priorityqueue.go`): two trees instead of one, a key
 //!     promoted by time gets a fresh counter (`:346`), a raised priority goes to the back of
-//!     its new level (`:253`), and adds are buffered (`:172`). The port is the v0.24 queue
-//!     under both releases; named in `priorityqueue`'s module docs (a v0.22 controller uses
-//!     it only with `use_priority_queue(true)`).
+//!     its new level (`:253`), and adds are buffered (`:172`: the limiter is asked when the
+//!     buffer is flushed, so a `Forget` right after an `AddRateLimited` comes before the
+//!     failure is counted). The port is the v0.24 queue, buffer included, under every
+//!     release; named in `priorityqueue`'s module docs (a v0.22 controller uses it only with
+//!     `use_priority_queue(true)`). `tests/recorded_upstream`,
+//!     `controller_runtime_v0_24_default_queue_walks`.
 //! 13. **The depth metric's priority label** is capped at 25 distinct priorities, then
 //!     `"exceeded_cardinality_limit"` (`pkg/internal/metrics/workqueue.go:173`). Named in
 //!     `priorityqueue::metrics` (a property of the Prometheus provider).
@@ -102,8 +111,54 @@
 //!
 //! Not a difference of behaviour: `new(x)` for `ptr.To(x)`, the forked btree, `any` for
 //! `interface{}`, the source's `String()` for unstructured objects. Each release also pairs
-//! with its own client-go (v0.22 with v0.34, v0.24 with v0.36); the port runs both on
-//! client-go v0.36's machinery.
+//! with its own client-go (v0.22 with v0.34, v0.24 with v0.36, v0.25 with v0.37); the port
+//! runs every release on client-go v0.37's machinery.
+//!
+//! # Every difference between v0.24.1 and v0.25.3
+//!
+//! Read by diffing the two tags' `pkg/internal/controller/controller.go`,
+//! `pkg/controller/priorityqueue/`, `pkg/controller/controller.go`, `pkg/cache`,
+//! `pkg/handler`, `pkg/reconcile`, `pkg/source`, `pkg/internal/source`, `pkg/config`,
+//! `pkg/predicate`, `pkg/client` and `pkg/manager`. `pkg/reconcile` did not change. Lines are
+//! v0.25.3's.
+//!
+//! 1. **The priority queue's hand-out at shutdown.** v0.24.1's hand-out goroutine sends a key
+//!    to a waiting getter on an unbuffered channel while it holds the queue's lock; a getter
+//!    that returns through the shutdown channel instead leaves it blocked, and every later
+//!    get, flush and `Len` with it. v0.25.3 also selects on the shutdown channel and stops
+//!    handing out (`priorityqueue.go:416-425`). Named: the port's getter takes its key under
+//!    the lock, so it never had the hang; both releases behave as v0.25.3.
+//!    `tests/upstream_controller_runtime_priorityqueue.rs`,
+//!    `does_not_deadlock_on_shutdown_while_handing_out_items`.
+//! 2. **The queue's state log** (`logState`, every 10 s at log level 5) copies the items
+//!    under the lock (`cloneItems`, `:545`), where v0.24.1 logged pointers that a concurrent
+//!    add could change. Named: the port has no such log.
+//! 3. **`Start` called twice.** Both return "controller was started more than once", but
+//!    v0.24.1 returns with the controller's mutex still locked, so any later call that takes
+//!    it (a third `Start`, `Watch`, `Warmup`) blocks for ever; v0.25.3 unlocks first
+//!    (`pkg/internal/controller/controller.go:281`). Named: the port's `run` keeps no lock
+//!    (an atomic flag), so both releases behave as v0.25.3; `tests/controller.rs`,
+//!    `a_controller_started_twice_refuses_again_and_again_on_every_release`.
+//! 4. **Caches made of caches** (`pkg/cache/delegating_by_gvk_cache.go`,
+//!    `pkg/cache/multi_namespace_cache.go`) start their parts in an errgroup: the first
+//!    part's error cancels the others and `Start` waits for them, and a cancelled context is
+//!    no error (`ignoreContextCanceled`); v0.24.1 returned the first error at once and left
+//!    the other parts running. Named: the port has no controller-runtime cache (its
+//!    controllers watch one informer each).
+//! 5. **Read-your-writes reads**, off by default: `client.CacheOptions`
+//!    `EnableReadYourWritesConsistency` makes a cache-backed client's reads wait until the
+//!    cache has seen the writes that started before them (`pkg/client/client.go:115`, the new
+//!    `pkg/client/consistency.go`; `DisableReadYourWritesConsistency` per call). Named: the
+//!    port has no controller-runtime client; a reconciler reads the informer's indexer or the
+//!    server. Off by default, it changes nothing a default controller does.
+//! 6. **Types, not behaviour**: `source.Informer` is now `TypedInformer[client.Object,
+//!    reconcile.Request]` (`pkg/source/source.go:267`); the source's internal event handler
+//!    takes any object type (`pkg/internal/source/event_handler.go:38`); the cache's
+//!    `Informers`, `Informer` and `InformerGetOptions` moved to `pkg/cache/cacheapi` behind
+//!    aliases; `CacheReader`'s `Get` and `List` name their context; the manager's
+//!    `GetEventRecorder` returns `pkg/recorder`'s interface and its leader election gets a
+//!    logger in its context; `MaxConcurrentReconciles`' documentation says what a worker
+//!    is. Named: no behaviour to model.
 //!
 //! # Invariants
 //! 1. Every behaviour that differs by release is read from a [`Release`] method (or, for
@@ -131,9 +186,12 @@ use crate::workqueue::{
 pub enum Release {
     /// controller-runtime v0.22 (checked against v0.22.5), kept for comparison.
     V0_22,
-    /// controller-runtime v0.24 (checked against v0.24.1), which pairs with client-go v0.36.
-    #[default]
+    /// controller-runtime v0.24 (checked against v0.24.1), which pairs with client-go v0.36;
+    /// in every behaviour the port models, the same as v0.25.
     V0_24,
+    /// controller-runtime v0.25 (checked against v0.25.3), which pairs with client-go v0.37.
+    #[default]
+    V0_25,
 }
 
 /// What a controller waits for before its workers start (upstream: the Kind source's
@@ -187,14 +245,24 @@ impl QueueKind {
 }
 
 impl Release {
-    /// Both releases, oldest first.
-    pub const ALL: [Release; 2] = [Release::V0_22, Release::V0_24];
+    /// Every release, oldest first.
+    pub const ALL: [Release; 3] = [Release::V0_22, Release::V0_24, Release::V0_25];
 
     /// The upstream tag this port was checked against.
     pub fn tag(self) -> &'static str {
         match self {
             Release::V0_22 => "v0.22.5",
             Release::V0_24 => "v0.24.1",
+            Release::V0_25 => "v0.25.3",
+        }
+    }
+
+    /// The client-go minor the release is built on (its `go.mod`).
+    pub fn client_go(self) -> &'static str {
+        match self {
+            Release::V0_22 => "v0.34",
+            Release::V0_24 => "v0.36",
+            Release::V0_25 => "v0.37",
         }
     }
 
@@ -202,7 +270,7 @@ impl Release {
     pub fn sync_gate(self) -> SyncGate {
         match self {
             Release::V0_22 => SyncGate::Informer,
-            Release::V0_24 => SyncGate::Handler,
+            Release::V0_24 | Release::V0_25 => SyncGate::Handler,
         }
     }
 
@@ -213,7 +281,7 @@ impl Release {
     pub fn queue_kind(self) -> QueueKind {
         match self {
             Release::V0_22 => QueueKind::RateLimiting,
-            Release::V0_24 => QueueKind::Priority,
+            Release::V0_24 | Release::V0_25 => QueueKind::Priority,
         }
     }
 
@@ -234,7 +302,7 @@ impl Release {
 
     /// Whether `Result::priority` exists (added in v0.23; item 8).
     pub fn honours_result_priority(self) -> bool {
-        self == Release::V0_24
+        self >= Release::V0_24
     }
 
     /// The priority a reconcile's requeue is added at: `claimed`, the priority the queue
@@ -249,7 +317,7 @@ impl Release {
 
     /// Whether `controller_runtime_reconcile_timeouts_total` exists (added in v0.23; item 9).
     pub fn counts_reconcile_timeouts(self) -> bool {
-        self == Release::V0_24
+        self >= Release::V0_24
     }
 }
 
@@ -258,6 +326,7 @@ impl std::fmt::Display for Release {
         f.write_str(match self {
             Release::V0_22 => "v0.22",
             Release::V0_24 => "v0.24",
+            Release::V0_25 => "v0.25",
         })
     }
 }
@@ -277,9 +346,10 @@ mod tests {
     }
 
     #[test]
-    fn the_default_is_the_release_that_pairs_with_client_go_v0_36() {
-        assert_eq!(Release::default(), Release::V0_24);
-        assert_eq!(Release::default().tag(), "v0.24.1");
+    fn the_default_is_the_release_that_pairs_with_client_go_v0_37() {
+        assert_eq!(Release::default(), Release::V0_25);
+        assert_eq!(Release::default().tag(), "v0.25.3");
+        assert_eq!(Release::default().client_go(), "v0.37");
     }
 
     #[test]
@@ -307,9 +377,14 @@ mod tests {
             row(Release::V0_24),
             (SyncGate::Handler, QueueKind::Priority, false, true, true)
         );
+        assert_eq!(
+            row(Release::V0_25),
+            row(Release::V0_24),
+            "no modelled difference"
+        );
     }
 
-    /// Item 8: `Result::priority` wins under v0.24, is ignored under v0.22, and an error
+    /// Item 8: `Result::priority` wins under v0.24 and v0.25, is ignored under v0.22, and an error
     /// (which carries no result) keeps the claimed priority under both.
     #[test]
     fn a_result_priority_replaces_the_claimed_one_only_under_v0_24() {
@@ -318,6 +393,7 @@ mod tests {
         let failed: Outcome = Err(ReconcileError::retry("x"));
         let low = -100;
         assert_eq!(Release::V0_24.requeue_priority(&raised, low), 10);
+        assert_eq!(Release::V0_25.requeue_priority(&raised, low), 10);
         assert_eq!(Release::V0_22.requeue_priority(&raised, low), low);
         for r in Release::ALL {
             assert_eq!(r.requeue_priority(&plain, low), low, "{r}");

@@ -1,6 +1,6 @@
 //! The controller's source: informer callbacks turned into events, filtered by predicates and
 //! handed to the event handler, which enqueues requests. Follows controller-runtime's
-//! `pkg/internal/source/event_handler.go` (v0.22.5 and v0.24.1 alike).
+//! `pkg/internal/source/event_handler.go` (v0.22.5, v0.24.1 and v0.25.3 alike).
 //!
 //! ```text
 //!  on_add(obj, initial) ──► Event::Create ─┐

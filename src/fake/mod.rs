@@ -7,7 +7,7 @@
 //!
 //! Follows `k8s.io/client-go/testing/fixture.go` (the `ObjectTracker` behind
 //! `kubernetes/fake.NewSimpleClientset`) and `apimachinery/pkg/watch.RaceFreeFakeWatcher`, at
-//! the pinned **client-go v0.36**. The chapters that contrast with the seed use it to show
+//! the pinned **client-go v0.37** (v0.37.2; its fake behaves as v0.36.3's). The chapters that contrast with the seed use it to show
 //! what a test on the fake cannot see.
 //!
 //! What the fake does, and the real server does not:
@@ -164,7 +164,7 @@ fn send(tx: &mpsc::Sender<(EventType, Arc<Value>)>, ty: EventType, obj: Arc<Valu
     }
 }
 
-/// client-go's fake clientset (`NewSimpleClientset`) at v0.36, as a list/watch source.
+/// client-go's fake clientset (`NewSimpleClientset`) at v0.37, as a list/watch source.
 #[derive(Clone, Default)]
 pub struct FakeClientset {
     tracker: Arc<Mutex<Tracker>>,

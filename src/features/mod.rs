@@ -23,7 +23,9 @@
 //! - The environment is read when asked ([`FeatureGates::apply_env`]), from any iterator, not
 //!   lazily on the first `Enabled` call; [`FeatureGates::from_process_env`] reads the real one.
 //! - The emulated version is limited to 1.32–1.37, the range whose tables were checked
-//!   against client-go tags v0.32.0–v0.37.0-beta.0.
+//!   against client-go tags v0.32.0–v0.37.2 (`upstream/recorded/feature_gates_by_release.txt`;
+//!   v0.37.2's `known_features.go` is v0.36.0's). The informer's default is the newest,
+//!   [`MAX_EMULATED`].
 
 pub mod klog;
 
@@ -137,7 +139,7 @@ impl FeatureSpec {
 use PreRelease::{Beta, GA};
 
 /// The informer's gates and their histories, as in client-go `features/known_features.go`
-/// (v0.36.0; unchanged at v0.37.0-beta.0). `InOrderInformers` was unversioned Beta-on in v0.33
+/// (v0.36.0; unchanged at v0.37.2). `InOrderInformers` was unversioned Beta-on in v0.33
 /// and v0.34, which this table records as its 1.33 entry.
 pub const KNOWN_FEATURES: &[(Feature, &[FeatureSpec])] = &[
     (Feature::ATOMIC_FIFO, &[spec(36, true, Beta, false)]),

@@ -1,7 +1,8 @@
 //! A faithful port of client-go's workqueue: coalescing, one worker per key, delays and
 //! backoff, for any key type.
 //!
-//! Follows `k8s.io/client-go/util/workqueue` at v0.36 (Kubernetes 1.36), and the way
+//! Follows `k8s.io/client-go/util/workqueue` at v0.37 (Kubernetes 1.37; no file changed since
+//! v0.36), and the way
 //! controller-runtime v0.22 drives it (`pkg/internal/controller/controller.go`). It knows
 //! nothing of Kubernetes: it queues any `T: Eq + Hash + Clone`.
 //!

@@ -21,7 +21,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 
-use crate::{SECOND, compare, paused, within};
+use crate::{SECOND, compare_each, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // DeltaFIFO and RealFIFO
@@ -188,13 +188,19 @@ fn fifo_interleave() {
             emit(Event::Delete(cm("beta", 2)));
         },
     );
-    compare("fifo_interleave", lines);
+    compare_each(
+        &["fifo_interleave", "client_go_v0.37_fifo_interleave"],
+        lines,
+    );
 }
 
 #[test]
 fn fifo_ghost_delete() {
     let lines = through_each_fifo(|| indexer(&[]), |emit| emit(Event::Delete(cm("ghost", 0))));
-    compare("fifo_ghost_delete", lines);
+    compare_each(
+        &["fifo_ghost_delete", "client_go_v0.37_fifo_ghost_delete"],
+        lines,
+    );
 }
 
 #[test]
@@ -206,7 +212,13 @@ fn fifo_replace_deletions() {
             emit(Event::Replace(vec![cm("alpha", 5), cm("delta", 1)], "10"));
         },
     );
-    compare("fifo_replace_deletions", lines);
+    compare_each(
+        &[
+            "fifo_replace_deletions",
+            "client_go_v0.37_fifo_replace_deletions",
+        ],
+        lines,
+    );
 }
 
 /// The fake stores objects as given (no resourceVersion written, no conflict check), and
@@ -269,7 +281,13 @@ fn fake_clientset_resource_versions() {
             events.join(" ")
         ));
     }
-    compare("fake_clientset_resource_versions", lines);
+    compare_each(
+        &[
+            "fake_clientset_resource_versions",
+            "client_go_v0.37_fake_clientset_resource_versions",
+        ],
+        lines,
+    );
 }
 
 /// A lister-watcher that counts its calls.
@@ -365,5 +383,8 @@ fn informer_resync() {
             .expect("informer task");
         lines
     });
-    compare("informer_resync", lines);
+    compare_each(
+        &["informer_resync", "client_go_v0.37_informer_resync"],
+        lines,
+    );
 }

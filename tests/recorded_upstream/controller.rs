@@ -1,15 +1,19 @@
-//! controller-runtime's requeue decisions and default limiter (v0.22 and v0.24).
+//! controller-runtime's requeue decisions, default limiter and default queue (v0.22, v0.24
+//! and v0.25).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use controlloop::{
     controller::{
-        Outcome, QueueKind, ReconcileError, ReconcileResult, Release, Request, RequestQueue, decide,
+        Outcome, QueueKind, ReconcileError, ReconcileResult, Release, Request, RequestQueue,
+        decide,
+        priorityqueue::{AddOpts, Opts, PriorityQueue},
     },
     workqueue::{RateLimiter, RateLimitingQueue, default_controller_rate_limiter},
 };
+use tokio::time::Instant;
 
-use crate::{SECOND, WEB, compare, go_duration, paused, within};
+use crate::{SECOND, WEB, compare, compare_each, go_duration, paused, settle, within};
 
 // ---------------------------------------------------------------------------------------
 // controller-runtime
@@ -20,39 +24,13 @@ use crate::{SECOND, WEB, compare, go_duration, paused, within};
 /// rate-limiting queue holding the request, then `done`. Upstream's calls were logged by a
 /// queue wrapper inside a running controller with `UsePriorityQueue=false`.
 fn requeue_lines() -> Vec<String> {
-    let thirty = Duration::from_secs(30);
-    let cases: Vec<(&str, Outcome)> = vec![
-        ("Result{}", Ok(ReconcileResult::done())),
-        ("Result{Requeue: true}", Ok(ReconcileResult::requeue())),
-        (
-            "Result{RequeueAfter: 30s}",
-            Ok(ReconcileResult::requeue_after(thirty)),
-        ),
-        (
-            "Result{Requeue: true, RequeueAfter: 30s}",
-            Ok(ReconcileResult {
-                requeue: true,
-                ..ReconcileResult::requeue_after(thirty)
-            }),
-        ),
-        ("error", Err(ReconcileError::retry("boom"))),
-        // The port's outcome is a Result: an error carries no Result, which is what upstream
-        // does with one (ignores it).
-        (
-            "error + Result{RequeueAfter: 30s}",
-            Err(ReconcileError::retry("boom")),
-        ),
-        ("TerminalError", Err(ReconcileError::terminal("boom"))),
-        ("panic", Err(ReconcileError::Panic("boom".into()))),
-    ];
     paused(async {
         let mut lines = Vec::new();
-        for (name, outcome) in cases {
+        for (name, outcome) in outcomes() {
             let q = RequestQueue::RateLimiting(RateLimitingQueue::new(
                 default_controller_rate_limiter(),
             ));
-            let (namespace, object) = WEB.split_once('/').expect("namespace/name");
-            q.add(Request::new(namespace, object));
+            q.add(web());
             let (req, _) = within(SECOND, "get", q.get_with_priority())
                 .await
                 .expect("queued");
@@ -89,15 +67,146 @@ fn requeue_lines() -> Vec<String> {
     })
 }
 
-/// The requeue decisions are the same code in v0.22.5 and v0.24.1; both recordings agree.
+/// `default/web` as a request.
+fn web() -> Request {
+    let (namespace, object) = WEB.split_once('/').expect("namespace/name");
+    Request::new(namespace, object)
+}
+
+/// The reconcile outcomes the recordings run, in their order, under their names.
+fn outcomes() -> Vec<(&'static str, Outcome)> {
+    let thirty = Duration::from_secs(30);
+    vec![
+        ("Result{}", Ok(ReconcileResult::done())),
+        ("Result{Requeue: true}", Ok(ReconcileResult::requeue())),
+        (
+            "Result{RequeueAfter: 30s}",
+            Ok(ReconcileResult::requeue_after(thirty)),
+        ),
+        (
+            "Result{Requeue: true, RequeueAfter: 30s}",
+            Ok(ReconcileResult {
+                requeue: true,
+                ..ReconcileResult::requeue_after(thirty)
+            }),
+        ),
+        ("error", Err(ReconcileError::retry("boom"))),
+        // The port's outcome is a Result: an error carries no Result, which is what upstream
+        // does with one (ignores it).
+        (
+            "error + Result{RequeueAfter: 30s}",
+            Err(ReconcileError::retry("boom")),
+        ),
+        ("TerminalError", Err(ReconcileError::terminal("boom"))),
+        ("panic", Err(ReconcileError::Panic("boom".into()))),
+    ]
+}
+
+/// The requeue decisions are the same code in v0.22.5, v0.24.1 and v0.25.3; the recordings
+/// agree.
 #[test]
-fn controller_runtime_v0_22_requeue() {
-    compare("controller_runtime_v0.22_requeue", requeue_lines());
+fn controller_runtime_requeue_on_every_release() {
+    compare_each(
+        &[
+            "controller_runtime_v0.22_requeue",
+            "controller_runtime_v0.24_requeue",
+            "controller_runtime_v0.25_requeue",
+        ],
+        requeue_lines(),
+    );
+}
+
+/// How the recording's logging queue prints an `AddWithOpts` call.
+fn opts_call(o: AddOpts) -> String {
+    let mut parts = Vec::new();
+    if o.rate_limited {
+        parts.push("RateLimited".to_string());
+    }
+    if !o.after.is_zero() {
+        parts.push(format!("After {}", go_duration(o.after)));
+    }
+    if let Some(p) = o.priority {
+        parts.push(format!("Priority {p}"));
+    }
+    format!("AddWithOpts{{{}}}", parts.join(", "))
+}
+
+/// The same outcomes on the priority queue, built as the controller's default `NewQueue`
+/// builds it with the limiter the release hands it; the actions are applied at the
+/// priority the request was handed out with (upstream passes it on every requeue). Then
+/// `done`, the queue's tasks settle (the recording's `synctest.Wait`: the add is flushed and
+/// the limiter asked), `num_requeues`, and the next hand-out within an hour.
+fn requeue_priority_queue_lines(release: Release) -> Vec<String> {
+    paused(async {
+        let mut lines = Vec::new();
+        for (name, outcome) in outcomes() {
+            let opts = Opts {
+                rate_limiter: Some(Arc::from(release.default_rate_limiter::<Request>())),
+                metrics_provider: None,
+            };
+            let q = PriorityQueue::with_opts("pq-requeue", opts).expect("inside a runtime");
+            q.add(web()); // the source's add
+            let (req, priority) = within(SECOND, "the first get", q.get_with_priority())
+                .await
+                .expect("queued");
+            let first = Instant::now();
+            let mut calls = Vec::new();
+            for action in decide(&outcome).1 {
+                match action.opts(release.requeue_priority(&outcome, priority)) {
+                    None => {
+                        q.forget(&req);
+                        calls.push("Forget".to_string());
+                    }
+                    Some(opts) => {
+                        q.add_with_opts(opts, [req.clone()]);
+                        calls.push(opts_call(opts));
+                    }
+                }
+            }
+            q.done(&req);
+            calls.push("Done".to_string());
+            settle().await;
+            let n = q.num_requeues(&req);
+            let hour = Duration::from_secs(3600);
+            let next = match tokio::time::timeout(hour, q.get_with_priority()).await {
+                Ok(Some((again, p))) => {
+                    q.done(&again);
+                    format!(
+                        "second reconcile {} after the first was handed out, at priority {p}",
+                        go_duration(first.elapsed())
+                    )
+                }
+                Ok(None) => panic!("{name}: the queue shut down"),
+                Err(_) => "no second reconcile within 1h".to_string(),
+            };
+            lines.push(format!(
+                "{name}: {}; num_requeues {n}; {next}",
+                calls.join(", ")
+            ));
+            q.shut_down();
+        }
+        lines
+    })
 }
 
 #[test]
-fn controller_runtime_v0_24_requeue() {
-    compare("controller_runtime_v0.24_requeue", requeue_lines());
+fn controller_runtime_requeue_priority_queue_on_every_release() {
+    for (release, name) in [
+        (
+            Release::V0_22,
+            "controller_runtime_v0.22_requeue_priority_queue",
+        ),
+        (
+            Release::V0_24,
+            "controller_runtime_v0.24_requeue_priority_queue",
+        ),
+        (
+            Release::V0_25,
+            "controller_runtime_v0.25_requeue_priority_queue",
+        ),
+    ] {
+        compare(name, requeue_priority_queue_lines(release));
+    }
 }
 
 /// A limiter's first failure for 120 fresh requests, runs of equal delays merged.
@@ -143,12 +252,21 @@ fn controller_runtime_v0_22_default_limiter() {
     );
 }
 
-/// v0.24 made the priority queue the default, and with it the exponential-only limiter: the
-/// port's default release builds the same.
+/// v0.24 made the priority queue the default, and with it the exponential-only limiter; v0.25
+/// kept both: the port's v0.24 and its default release build the same.
 #[test]
 fn controller_runtime_v0_24_default_limiter() {
     compare(
         "controller_runtime_v0.24_default_limiter",
+        default_limiter_lines(Release::V0_24.queue_kind()),
+    );
+}
+
+#[test]
+fn controller_runtime_v0_25_default_limiter() {
+    assert_eq!(Release::default(), Release::V0_25);
+    compare(
+        "controller_runtime_v0.25_default_limiter",
         default_limiter_lines(Release::default().queue_kind()),
     );
 }

@@ -1,8 +1,8 @@
 //! The informer feature gates (client-go `features/known_features.go`).
 
-use controlloop::features::{Feature, FeatureGates, PreRelease};
+use controlloop::features::{Feature, FeatureGates, MAX_EMULATED, PreRelease};
 
-use crate::compare;
+use crate::{compare, compare_each};
 
 // ---------------------------------------------------------------------------------------
 // Feature gates, the fake clientset, resync
@@ -35,8 +35,8 @@ fn pre_release(p: PreRelease) -> &'static str {
     }
 }
 
-/// Each gate's spec at each emulated minor, and what standalone client-go v0.36 enables
-/// (the port's 1.36).
+/// Each gate's spec at each emulated minor, and what standalone client-go v0.37 enables
+/// (the port's newest minor, 1.37; v0.36's table is the same).
 #[test]
 fn feature_gates() {
     let mut lines = Vec::new();
@@ -53,7 +53,7 @@ fn feature_gates() {
             ));
         }
     }
-    let standalone = FeatureGates::at_minor(36).expect("the pinned minor");
+    let standalone = FeatureGates::at_minor(MAX_EMULATED.minor).expect("the pinned minor");
     for f in MODELLED {
         lines.push(format!(
             "standalone {}: {}",
@@ -61,7 +61,7 @@ fn feature_gates() {
             on_off(standalone.enabled(f))
         ));
     }
-    compare("feature_gates", lines);
+    compare_each(&["feature_gates", "client_go_v0.37_feature_gates"], lines);
 }
 
 /// Each client-go release's own table, newest spec per gate (what that release runs with
@@ -77,6 +77,7 @@ fn feature_gates_by_release() {
         ("v0.35.0", 35),
         ("v0.36.0", 36),
         ("v0.37.0-beta.0", 37),
+        ("v0.37.2", 37),
     ] {
         let gates = FeatureGates::at_minor(minor).expect("a modelled minor");
         for f in MODELLED {

@@ -10,7 +10,7 @@ use controlloop::workqueue::{
     RateLimitingQueue, default_controller_rate_limiter,
 };
 
-use crate::{SECOND, WEB, compare, go_duration, paused, within};
+use crate::{SECOND, WEB, compare_each, go_duration, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // Workqueue and rate limiters
@@ -61,7 +61,13 @@ fn workqueue_coalescing() {
         lines.push(format!("shut down, get: shutdown {}", last.is_none()));
         lines
     });
-    compare("workqueue_coalescing", lines);
+    compare_each(
+        &[
+            "workqueue_coalescing",
+            "client_go_v0.37_workqueue_coalescing",
+        ],
+        lines,
+    );
 }
 
 /// Forget is not done: the key stays held, adds only mark it dirty, a get waits until a late
@@ -105,7 +111,13 @@ fn workqueue_forget_without_done() {
         q.shut_down();
         lines
     });
-    compare("workqueue_forget_without_done", lines);
+    compare_each(
+        &[
+            "workqueue_forget_without_done",
+            "client_go_v0.37_workqueue_forget_without_done",
+        ],
+        lines,
+    );
 }
 
 /// A limiter that remembers the last delay it handed out.
@@ -192,7 +204,13 @@ fn workqueue_done_without_forget() {
         q.shut_down();
         lines
     });
-    compare("workqueue_done_without_forget", lines);
+    compare_each(
+        &[
+            "workqueue_done_without_forget",
+            "client_go_v0.37_workqueue_done_without_forget",
+        ],
+        lines,
+    );
 }
 
 /// The default controller limiter for 25 failures of one item.
@@ -213,7 +231,13 @@ fn rate_limiter_default() {
         lines.push(format!("num_requeues: {}", l.num_requeues(&WEB)));
         lines
     });
-    compare("rate_limiter_default", lines);
+    compare_each(
+        &[
+            "rate_limiter_default",
+            "client_go_v0.37_rate_limiter_default",
+        ],
+        lines,
+    );
 }
 
 /// The first failure of 120 fresh items back to back: the shared bucket. Upstream's side
@@ -229,5 +253,11 @@ fn rate_limiter_bucket_120() {
             })
             .collect()
     });
-    compare("rate_limiter_bucket_120", lines);
+    compare_each(
+        &[
+            "rate_limiter_bucket_120",
+            "client_go_v0.37_rate_limiter_bucket_120",
+        ],
+        lines,
+    );
 }

@@ -191,7 +191,7 @@ func runs(xs []string) string {
 
 // StormAndInitialListHow says how the lines are obtained.
 func StormAndInitialListHow() string {
-	return CRWho() + " (here without the predicate: all six objects), in a synctest bubble; the port's lab::burst::priority::storm_and_initial_list: other-0..other-4 and controlloop-burst at value 0 on fake.NewSimpleClientset before the controller starts; once the first reconcile has started, 200 writes to controlloop-burst 1 ms apart (each after synctest.Wait), 20 ms reconciles, one worker; 'during the storm' counts reconciles that started less than the storm's span after its first write; four times: resourceVersions as the fake leaves them or stamped on each write, and the storm's first write at the instant the first reconcile started or 1 ms later (the port's block polls every 1 ms for the first reconcile, so its storm begins 1 ms after it)"
+	return CRWho() + " (here without the predicate: all six objects), in a synctest bubble; the port's lab::burst::priority::storm_and_initial_list: other-0..other-4 and controlloop-burst at value 0 on fake.NewSimpleClientset before the controller starts; once the first reconcile has started, 200 writes to controlloop-burst 1 ms apart (each after synctest.Wait), 20 ms reconciles, one worker; 'during the storm' counts reconciles that started less than the storm's span after its first write; four times: resourceVersions as the fake leaves them or stamped on each write, and the storm's first write at the instant the first reconcile started or 1 ms later (the port runs both; an earlier port block began its storm 1 ms late)"
 }
 
 // StormAndInitialListScenario records both runs.

@@ -12,6 +12,7 @@
 //! - [`moved`]: a snapshot on two upstream releases, and the diff a reviewer sees.
 //! - [`plot`]: the chapters' figures as SVG, each held to what its run draws.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
+//! - [`recorded`]: figures read from the recordings of upstream, for a chapter's tables.
 
 pub mod band;
 pub mod basis;
@@ -20,4 +21,5 @@ pub mod drills;
 pub mod measured;
 pub mod moved;
 pub mod plot;
+pub mod recorded;
 pub mod snap;

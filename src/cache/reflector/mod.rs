@@ -1,5 +1,5 @@
 //! The reflector: keeps a store in step with a cluster by listing, then watching. Follows
-//! client-go's `tools/cache/reflector.go` (v0.36).
+//! client-go's `tools/cache/reflector.go` (v0.37.2; v0.36.3 behaves the same).
 //!
 //! ```text
 //!            ┌──────── success ─────────┐        event ─┐

@@ -1,6 +1,6 @@
 //! The shared index informer: one reflector, one FIFO and one indexed cache, shared by many
 //! event handlers. Follows client-go's `tools/cache/shared_informer.go` and the delta
-//! processing in `tools/cache/controller.go` (v0.36).
+//! processing in `tools/cache/controller.go` (v0.37.2; v0.36.3 behaves the same).
 //!
 //! ```text
 //!  ListerWatcher ─► Reflector ─► FIFO (select_fifo) ─pop─► handle_deltas ─┬─► indexer (Store)
@@ -53,7 +53,7 @@ use super::{
     Object, PopError, Store, StoreWrite, lister_watcher::ListerWatcher, reflector::Reflector,
     reflector::ReflectorOptions, reflector::ReflectorStore, select_fifo,
 };
-use crate::features::{Feature, FeatureGates};
+use crate::features::{Feature, FeatureGates, MAX_EMULATED};
 
 mod processor;
 #[cfg(test)]
@@ -239,6 +239,28 @@ pub(crate) struct Faithful;
 
 impl<K: Object> Seam<K> for Faithful {}
 
+/// How often [`wait_for_cache_sync`] looks again (client-go's `syncedPollPeriod`).
+pub const SYNCED_POLL_PERIOD: Duration = Duration::from_millis(100);
+
+/// Waits until `synced` is true: it looks at once, then every [`SYNCED_POLL_PERIOD`]
+/// (client-go v0.37.2 `tools/cache/shared_informer.go`, `WaitForCacheSync`, a
+/// `wait.PollImmediateUntil`). So a wait that finds the cache unsynced at its first look ends
+/// at the next tick after the sync, not at the sync: 100 ms after it began, for an informer
+/// that lists in no time. Bound it with a timeout; it never ends on its own otherwise.
+pub async fn wait_for_cache_sync(synced: impl Fn() -> bool) {
+    if synced() {
+        return;
+    }
+    let mut ticks =
+        tokio::time::interval_at(Instant::now() + SYNCED_POLL_PERIOD, SYNCED_POLL_PERIOD);
+    loop {
+        ticks.tick().await;
+        if synced() {
+            return;
+        }
+    }
+}
+
 /// How to build an informer.
 #[derive(Debug, Clone)]
 pub struct InformerOptions {
@@ -257,11 +279,13 @@ pub struct InformerOptions {
 }
 
 impl InformerOptions {
-    /// Default options at the pinned version (Kubernetes 1.36).
+    /// Default options at the pinned version (Kubernetes 1.37, the newest emulated minor:
+    /// client-go v0.37's gates, the same as v0.36's).
     pub fn new(resync_period: Duration) -> Self {
         Self {
             resync_period,
-            gates: FeatureGates::at_minor(36).expect("1.36 is a supported emulation version"),
+            gates: FeatureGates::at_minor(MAX_EMULATED.minor)
+                .expect("the newest emulated minor is supported"),
             type_name: "object".into(),
             reflector: ReflectorOptions::default(),
             handler_panic: HandlerPanic::Crash,

@@ -2,7 +2,7 @@
 //! controller-runtime's `priorityqueue[T]` that decides where a key goes and which key is
 //! handed out next.
 //!
-//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/priorityqueue.go`
+//! Follows controller-runtime v0.25.3 (the same at v0.24.1), `pkg/controller/priorityqueue/priorityqueue.go`
 //! (`lockedAddWithOpts`, `handleWaitingItems`, `handleReadyItems`, `Done`, `Len`, `lessReady`,
 //! `lessWaiting`).
 //!

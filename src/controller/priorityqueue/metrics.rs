@@ -1,7 +1,7 @@
 //! The priority queue's metrics: client-go's seven workqueue metrics, with depth per priority
 //! when the provider can record it, and an in-memory provider that does.
 //!
-//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/metrics.go`
+//! Follows controller-runtime v0.25.3 (the same at v0.24.1), `pkg/controller/priorityqueue/metrics.go`
 //! (`defaultQueueMetrics`) and `pkg/internal/metrics/workqueue.go`
 //! (`MetricsProviderWithPriority`, `DepthMetricWithPriority`).
 //!

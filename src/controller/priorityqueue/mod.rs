@@ -1,9 +1,11 @@
 //! A faithful port of controller-runtime's priority queue: the default controller queue since
 //! v0.23, with priorities, per-key delays, one worker per key, and rate limiting.
 //!
-//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/` (`priorityqueue.go`,
-//! `metrics.go`), which pairs with client-go v0.36 (its `go.mod` requires `k8s.io/client-go
-//! v0.36.0`). It knows nothing of Kubernetes: it queues any `T: Eq + Hash + Clone`.
+//! Follows controller-runtime v0.25.3, `pkg/controller/priorityqueue/` (`priorityqueue.go`,
+//! `metrics.go`), which pairs with client-go v0.37 (its `go.mod` requires `k8s.io/client-go
+//! v0.37.0`); v0.24.1's queue is the same but for one fix at shutdown (see
+//! [`Release`](crate::controller::Release)). It knows nothing of Kubernetes: it queues any
+//! `T: Eq + Hash + Clone`.
 //!
 //! # Which type solves which problem
 //!
@@ -50,9 +52,9 @@
 //!
 //! # Concurrency
 //!
-//! One lock around the core (the workqueue's lock facade, so shuttle can replace it), never
-//! held across an await or while the rate limiter runs; a timer task promotes waiting keys.
-//! See [`PriorityQueue`].
+//! One lock around the core and the add buffer (the workqueue's lock facade, so shuttle can
+//! replace it), never held across an await; a flush task applies buffered adds and a timer
+//! task promotes waiting keys. See [`PriorityQueue`].
 //!
 //! # Differences from client-go's rate-limiting queue
 //!
@@ -103,9 +105,9 @@
 //! # Differences from upstream
 //!
 //! On [`PriorityQueueCore`], [`PriorityQueue`] and [`Provider`]; the ones a controller could
-//! notice: adds are not
-//! buffered (a delay counts from the call), a second `shut_down` does not panic, and no
-//! provider means no metrics.
+//! notice: a second `shut_down` does not panic, and no provider means no metrics. Adds are
+//! buffered as upstream's are (the limiter is asked, and a delay starts, when the buffer is
+//! flushed).
 
 #[cfg(feature = "broken")]
 pub mod broken;

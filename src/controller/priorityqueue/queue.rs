@@ -1,25 +1,43 @@
-//! The priority queue: [`PriorityQueueCore`] behind one lock, with async get, a timer task that
-//! promotes waiting keys, the rate limiter and metrics.
+//! The priority queue: [`PriorityQueueCore`] behind one lock, with an add buffer and a task
+//! that applies it, async get, a timer task that promotes waiting keys, the rate limiter and
+//! metrics.
 //!
-//! Follows controller-runtime v0.24.1, `pkg/controller/priorityqueue/priorityqueue.go` (`New`,
-//! `AddWithOpts`, `GetWithPriority`, `Done`, `Forget`, `NumRequeues`, `ShutDown`, `Len`,
-//! `handleWaitingItems`, `updateUnfinishedWorkLoop`).
+//! Follows controller-runtime v0.25.3, `pkg/controller/priorityqueue/priorityqueue.go` (`New`,
+//! `AddWithOpts`, `handleAddBuffer`, `lockedFlushAddBuffer`, `GetWithPriority`, `Done`,
+//! `Forget`, `NumRequeues`, `ShutDown`, `Len`, `handleWaitingItems`,
+//! `updateUnfinishedWorkLoop`); the same at v0.24.1 but for the hand-out's shutdown fix (see
+//! the differences).
 //!
 //! # Model
 //!
 //! ```text
 //!   PriorityQueue<T> (a cheap handle; clones share one queue)
-//!     ├─ limiter: Arc<dyn RateLimiter>   asked outside the lock, before the add
+//!     ├─ limiter: Arc<dyn RateLimiter>   forget, num_requeues (the flush asks the same one)
 //!     └─ Shared
-//!          ├─ lock ─► Locked { core, metrics, waiting_getters }
+//!          ├─ lock ─► Locked { core, metrics, waiting_getters, buffer, limiter }
+//!          ├─ shutdown: AtomicBool  read by an add without the lock
 //!          ├─ getters: Notify   a getter that found nothing handed out waits here
+//!          ├─ flush: Notify     wakes the flush task: an add was buffered, or shutdown
 //!          ├─ timer: Notify     wakes the timer task: a waiting key added or moved, shutdown,
 //!          │                    or the last handle dropped
 //!          └─ stopped: Notify   shutdown broadcast (the 500 ms metrics loop)
 //!
-//!   timer task: promote_due(now) under the lock, wake one getter per promoted key, then sleep
-//!               until the next ready time or a wake-up (upstream's handleWaitingItems)
+//!   add(k, opts)  push (opts, k) on the buffer; wake a waiting getter and the flush task
+//!   flush         under the lock, for each buffered add in order: ask the limiter (a
+//!                 rate-limited add), read the clock (a delay), apply it to the core
+//!                 (upstream's lockedFlushAddBuffer); run by the flush task, by every get
+//!                 before it looks for a key (handleReadyItems), and by len (Len)
+//!   flush task:   flush, wake the getters it made work for, tell the timer if a waiting key
+//!                 changed (upstream's handleAddBuffer)
+//!   timer task:   promote_due(now) under the lock, wake one getter per promoted key, then sleep
+//!                 until the next ready time or a wake-up (upstream's handleWaitingItems)
 //! ```
+//!
+//! So an add takes effect when it is flushed, not when it is called: the limiter is asked, and
+//! a delay starts, at the flush. A worker that calls `add_rate_limited` and then `forget` (the
+//! mistake chapter 02 shows) forgets a failure that has not been counted yet; the flush counts
+//! it afterwards, and `num_requeues` reads 1 once the flush task has run (upstream: once its
+//! goroutine has). Under tokio's paused clock the flush runs at the same instant as the add.
 //!
 //! # Invariants
 //!
@@ -30,23 +48,33 @@
 //!    anything that makes a key available afterwards (an add, a promotion, a `done`) sees it
 //!    and wakes it: no lost wake-up.
 //! 5. **P5** A waiting key is promoted no earlier than its ready time by the runtime's clock
-//!    (the timer task sleeps until the earliest one; an earlier key added meanwhile wakes it).
+//!    (the timer task sleeps until the earliest one; an earlier key added meanwhile wakes it:
+//!    a flush that changed a waiting key sets `waiting_changed`, and the flush task, which
+//!    every buffered add wakes after it pushed, tells the timer).
+//! 6. **P6** Buffered adds are applied in the order they were made, each exactly once, and
+//!    none after shutdown (upstream drops them at the flush too).
 //!
 //! # Concurrency
 //!
-//! One lock guards the core, the metrics and the getter count: the workqueue's test-and-set
-//! lock behind the `workqueue::sync` facade (shuttle's lock under the `shuttle` feature). It is
-//! never held across an await. The rate limiter is user code, so it is asked before the lock
-//! is taken; metric calls are made under it, as the workqueue's are. Notifications are sent
-//! after the lock is released.
+//! One lock guards the core, the metrics, the getter count and the add buffer: the
+//! workqueue's test-and-set lock behind the `workqueue::sync` facade (shuttle's lock under the
+//! `shuttle` feature). It is never held across an await. The rate limiter is asked at the
+//! flush, under the lock, as upstream asks it under its queue lock: a limiter must not call
+//! back into the queue. Metric calls are made under it, as the workqueue's are.
+//! Notifications are sent after the lock is released.
 //!
 //! # Differences from upstream
 //!
-//! - Adds are applied at once under the lock. Upstream (since v0.23) appends them to a buffer
-//!   that a goroutine, `Len` or the hand-out loop flushes, so its `After` counts from the
-//!   flush and its limiter is asked at the flush; here both happen at the call.
+//! - The add buffer sits under the queue's one lock; upstream gives it a lock of its own, so
+//!   its `AddWithOpts` never waits for a hand-out in progress. What an add does and when it
+//!   takes effect (at the flush) are upstream's.
+//! - An add also wakes one waiting getter, which flushes before it looks for a key; upstream's
+//!   flush goroutine wakes its hand-out goroutine instead. Under the paused clock both hand the
+//!   key out at the instant of the add.
 //! - A getter takes its key under the lock; upstream's hand-out goroutine pushes keys to
-//!   waiting getters over a channel. Which key goes next is the same.
+//!   waiting getters over a channel. Which key goes next is the same. So the port never had
+//!   v0.24.1's hang at shutdown (the hand-out goroutine blocked on a getter that had returned,
+//!   holding the queue's lock; v0.25 selects on the shutdown channel too).
 //! - `shut_down` may be called more than once (upstream closes a channel, so a second call
 //!   panics). `shut_down_with_drain` is `shut_down`, as upstream.
 //! - The timer task and the metrics loop end when the queue is shut down *or* when its last
@@ -55,7 +83,10 @@
 
 use std::{
     hash::Hash,
-    sync::{Arc, Weak},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -120,8 +151,12 @@ impl<T> Clone for PriorityQueue<T> {
 
 struct Shared<T> {
     state: Mutex<Locked<T>>,
+    /// Set by `shut_down`; an add reads it without the lock (upstream's `shutdown` atomic).
+    shutdown: AtomicBool,
     /// Getters that found nothing to take wait here (keeps P4).
     getters: Notify,
+    /// Wakes the flush task: an add was buffered (keeps P5, P6), or shutdown.
+    flush: Arc<Notify>,
     /// Wakes the timer task. Shared with it so it can wait without keeping the queue alive.
     timer: Arc<Notify>,
     /// Woken once at shutdown, for the metrics loop.
@@ -131,7 +166,14 @@ struct Shared<T> {
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         self.timer.notify_one(); // the timer task finds the queue gone and ends
+        self.flush.notify_one(); // and so does the flush task
     }
+}
+
+/// One call's adds, as buffered (upstream's `bufferItem`).
+struct Buffered<T> {
+    opts: AddOpts,
+    items: Vec<T>,
 }
 
 struct Locked<T> {
@@ -140,6 +182,19 @@ struct Locked<T> {
     metrics: Option<PriorityQueueMetrics<T>>,
     /// Keeps P4.
     waiting_getters: usize,
+    /// Adds not yet applied, oldest first (keeps P6).
+    buffer: Vec<Buffered<T>>,
+    /// A flush changed a waiting key since the flush task last looked: the timer must look
+    /// again (keeps P5).
+    waiting_changed: bool,
+    /// Asked at the flush, for a rate-limited add.
+    limiter: Arc<dyn RateLimiter<T>>,
+}
+
+/// What a flush did: how many keys it made ready.
+#[derive(Default)]
+struct Flushed {
+    readied: usize,
 }
 
 impl<T: Eq + Hash + Clone> Locked<T> {
@@ -153,13 +208,38 @@ impl<T: Eq + Hash + Clone> Locked<T> {
             }
         }
     }
+
+    /// Applies every buffered add in order (upstream's `lockedFlushAddBuffer`; keeps P6): the
+    /// limiter is asked now, and a delay counts from now. Once shut down the buffer is
+    /// dropped, the limiter not asked.
+    fn flush(&mut self) -> Flushed {
+        let mut flushed = Flushed::default();
+        for Buffered { opts, items } in std::mem::take(&mut self.buffer) {
+            for key in items {
+                if self.core.shutting_down() {
+                    return flushed; // upstream checks before it asks the limiter
+                }
+                let after = if opts.rate_limited {
+                    effective_after(opts.after, Some(self.limiter.when(&key)))
+                } else {
+                    opts.after
+                };
+                let outcome = self.add(key, after, opts.priority);
+                flushed.readied += usize::from(outcome.readied());
+                self.waiting_changed |= outcome.waiting_changed(); // keeps P5
+            }
+        }
+        flushed
+    }
 }
 
 impl<T: Eq + Hash + Clone> Getters for Locked<T> {
     type Out = Option<(T, Priority)>;
 
-    /// `Some(Some(_))`: handed out. `Some(None)`: shut down. `None`: wait.
+    /// `Some(Some(_))`: handed out. `Some(None)`: shut down. `None`: wait. Flushes first, as
+    /// upstream's hand-out loop does.
     fn get_now(&mut self) -> Option<Option<(T, Priority)>> {
+        self.flush();
         let got = match &mut self.metrics {
             None => self.core.get(&mut ()),
             Some(m) => self.core.get(&mut m.at(Instant::now())),
@@ -211,17 +291,23 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> PriorityQueue<T> {
             _ => None,
         };
         let has_metrics = metrics.is_some();
-        let timer = Arc::new(Notify::new());
+        let (timer, flush) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let shared = Arc::new(Shared {
             state: Mutex::new(Locked {
                 core,
                 metrics,
                 waiting_getters: 0,
+                buffer: Vec::new(),
+                waiting_changed: false,
+                limiter: limiter.clone(),
             }),
+            shutdown: AtomicBool::new(false),
             getters: Notify::new(),
+            flush: flush.clone(),
             timer: timer.clone(),
             stopped: Notify::new(),
         });
+        runtime.spawn(flush_loop(Arc::downgrade(&shared), flush));
         runtime.spawn(timer_loop(Arc::downgrade(&shared), timer));
         if has_metrics {
             let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
@@ -238,27 +324,26 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
 
     /// Queues `items` as `opts` says, each merged with its entry if it has one: the earlier
     /// ready time and the higher priority win. Dropped once shut down.
+    ///
+    /// The add is buffered and takes effect at the next flush (the flush task's, a get's or
+    /// `len`'s, all at this instant under the paused clock): only then is the limiter asked
+    /// and does a delay start (upstream's `AddWithOpts` and `lockedFlushAddBuffer`).
     pub fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = T>) {
-        for key in items {
-            let after = if opts.rate_limited {
-                if self.shutting_down() {
-                    return; // upstream checks the flag before it asks the limiter
-                }
-                effective_after(opts.after, Some(self.limiter.when(&key)))
-            } else {
-                opts.after
-            };
-            let mut s = self.lock(); // the core drops the add if shut down meanwhile
-            let outcome = s.add(key, after, opts.priority);
-            let wake_getter = outcome.readied() && s.waiting_getters > 0; // keeps P4
-            drop(s);
-            if wake_getter {
-                self.shared.getters.notify_one();
-            }
-            if outcome.waiting_changed() {
-                self.shared.timer.notify_one(); // keeps P5
-            }
+        if self.shared.shutdown.load(Ordering::Acquire) {
+            return;
         }
+        let items: Vec<T> = items.into_iter().collect();
+        if items.is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        s.buffer.push(Buffered { opts, items }); // keeps P6
+        let wake_getter = s.waiting_getters > 0; // it flushes before it looks (keeps P4)
+        drop(s);
+        if wake_getter {
+            self.shared.getters.notify_one();
+        }
+        self.shared.flush.notify_one(); // keeps P5: the flush task looks after this push
     }
 
     /// A plain add: ready now, priority 0 (or merged, as [`add_with_opts`](Self::add_with_opts)).
@@ -334,8 +419,10 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
     /// Stops the queue: getters get `None` at once, adds are dropped, waiting keys are never
     /// promoted. What is queued is not handed out. Calling it again does nothing.
     pub fn shut_down(&self) {
+        self.shared.shutdown.store(true, Ordering::Release);
         self.lock().core.shut_down();
         self.shared.getters.notify_waiters();
+        self.shared.flush.notify_one();
         self.shared.timer.notify_one();
         self.shared.stopped.notify_waiters();
     }
@@ -352,9 +439,12 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
     }
 
     /// Ready keys, **including** keys re-added while a worker holds them (upstream's `Len`).
-    /// Keys still waiting for their delay are not counted.
+    /// Keys still waiting for their delay are not counted. Flushes the buffered adds first,
+    /// as upstream's `Len` does.
     pub fn len(&self) -> usize {
-        self.lock().core.len()
+        let mut s = self.lock();
+        s.flush();
+        s.core.len()
     }
 
     /// Whether no key is ready.
@@ -362,9 +452,11 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
         self.len() == 0
     }
 
-    /// Keys waiting for their delay.
+    /// Keys waiting for their delay. Flushes first, as [`len`](Self::len) does.
     pub fn waiting_len(&self) -> usize {
-        self.lock().core.waiting_len()
+        let mut s = self.lock();
+        s.flush();
+        s.core.waiting_len()
     }
 
     /// Keys handed out and not yet done.
@@ -374,9 +466,41 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
 
     /// `key`'s queued entry (its priority, and its ready time while it waits), if it is
     /// queued; a held key has one only if it was added again. Upstream has no such call: it
-    /// is here so that tests and chapters can show at which priority a key waits.
+    /// is here so that tests and chapters can show at which priority a key waits. Flushes
+    /// first, as [`len`](Self::len) does.
     pub fn entry(&self, key: &T) -> Option<Entry> {
-        self.lock().core.entry(key)
+        let mut s = self.lock();
+        s.flush();
+        s.core.entry(key)
+    }
+}
+
+/// Applies the buffered adds whenever one is made, wakes the getters they made work for and
+/// tells the timer about waiting keys (upstream's `handleAddBuffer`; keeps P4–P6). Holds the
+/// queue weakly, so dropping its last handle ends the task too.
+async fn flush_loop<T: Eq + Hash + Clone>(shared: Weak<Shared<T>>, flush: Arc<Notify>) {
+    loop {
+        flush.notified().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let mut s = lock(&shared.state);
+        if s.core.shutting_down() {
+            s.buffer.clear(); // keeps P6: nothing is applied after shutdown
+            return;
+        }
+        let flushed = s.flush();
+        // A getter that flushed before this task ran has been woken by the add already; wake
+        // as many as there are keys this flush readied.
+        let wake = flushed.readied.min(s.waiting_getters);
+        let tell_timer = std::mem::take(&mut s.waiting_changed);
+        drop(s);
+        for _ in 0..wake {
+            shared.getters.notify_one(); // keeps P4
+        }
+        if tell_timer {
+            shared.timer.notify_one(); // keeps P5
+        }
     }
 }
 

@@ -87,6 +87,9 @@ async fn a_second_shut_down_does_nothing_and_drain_does_not_wait_for_held_keys()
     assert_eq!(within(q.get(), "get after shutdown").await, None);
 }
 
+/// Once shut down the limiter is not asked: not for an add made after, nor for one buffered
+/// before and flushed after (upstream checks the flag in `AddWithOpts` and again in
+/// `lockedAddWithOpts`).
 #[tokio::test(start_paused = true)]
 async fn the_limiter_is_not_asked_once_shut_down() {
     let limiter = Arc::new(ItemExponentialFailureRateLimiter::new(MS, HANG));
@@ -95,9 +98,12 @@ async fn the_limiter_is_not_asked_once_shut_down() {
         metrics_provider: None,
     };
     let q = PriorityQueue::with_opts("", opts).unwrap();
+    q.add_rate_limited("buffered"); // not flushed yet
     q.shut_down();
     q.add_rate_limited("web");
+    settle().await;
     assert_eq!(limiter.num_requeues(&"web"), 0);
+    assert_eq!((q.len(), limiter.num_requeues(&"buffered")), (0, 0));
 }
 
 /// A getter waiting while the only ready key is held is woken by that key's done.
@@ -188,6 +194,7 @@ async fn a_plain_provider_gets_one_depth_gauge() {
     };
     q.add("a");
     q.add_with_opts(high, ["a", "b"]);
+    settle().await; // the adds are applied, and counted, when the buffer is flushed
     assert_eq!(m.snapshot("q").unwrap().depth, 2);
     get(&q, "a was queued").await;
     assert_eq!(m.snapshot("q").unwrap().depth, 1);
@@ -202,8 +209,8 @@ async fn the_background_tasks_end_with_the_last_handle() {
     settle().await;
     assert_eq!(
         metrics.num_alive_tasks(),
-        before + 2,
-        "timer + metrics loop"
+        before + 3,
+        "flush + timer + metrics loop"
     );
     drop(q);
     tokio::time::sleep(Duration::from_secs(1)).await; // the metrics loop's next tick
@@ -246,4 +253,26 @@ fn building_outside_a_runtime_is_an_error() {
         err.to_string(),
         "a priority queue needs a tokio runtime for its background task; build it inside one"
     );
+}
+
+/// The add buffer (controller-runtime v0.23+, `AddWithOpts` then `lockedFlushAddBuffer`): a
+/// rate-limited add asks the limiter when the buffer is flushed, so a `forget` right after it
+/// comes first and the failure is still counted; `len` flushes, as upstream's `Len` does.
+#[tokio::test(start_paused = true)]
+async fn the_limiter_is_asked_when_the_buffer_is_flushed_not_at_the_add() {
+    let q = PriorityQueue::new("");
+    q.add("web");
+    let key = get(&q, "web was queued").await;
+    q.add_rate_limited(key);
+    q.forget(&key); // before the flush: nothing to forget yet
+    assert_eq!(q.num_requeues(&key), 0, "not flushed yet");
+    settle().await; // the flush task runs
+    assert_eq!(q.num_requeues(&key), 1, "counted after the forget");
+
+    let q = PriorityQueue::new("");
+    q.add("a");
+    assert_eq!(q.len(), 1, "len flushes first");
+    q.shut_down();
+    q.add("b");
+    assert_eq!(q.len(), 1, "an add after shutdown is dropped");
 }

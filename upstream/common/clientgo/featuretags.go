@@ -15,7 +15,7 @@ import (
 )
 
 // featureTags are the client-go releases whose own feature table the port's minors follow.
-var featureTags = []string{"v0.32.0", "v0.33.0", "v0.34.0", "v0.35.0", "v0.36.0", "v0.37.0-beta.0"}
+var featureTags = []string{"v0.32.0", "v0.33.0", "v0.34.0", "v0.35.0", "v0.36.0", "v0.37.0-beta.0", "v0.37.2"}
 
 // tagSpec is one gate's newest spec in one release's features/known_features.go: what that
 // release, used standalone, runs with (features.unversionedFeatureGates keeps the last spec).

@@ -85,7 +85,7 @@ pub struct Params {
     pub backend: Backend,
     /// Which controller design runs.
     pub variant: Variant,
-    /// Which controller-runtime release the controller follows (default: the book's, v0.24).
+    /// Which controller-runtime release the controller follows (default: the book's, v0.25).
     pub release: Release,
 }
 
@@ -164,6 +164,9 @@ pub enum BurstError {
     /// Building the controller failed.
     #[error(transparent)]
     Controller(#[from] controlloop::controller::ControllerError),
+    /// The fake clientset refused a write.
+    #[error("the fake refused a write: {0}")]
+    Fake(#[from] controlloop::fake::FakeError),
 }
 
 /// Runs one storm on a runtime of its own (paused current-thread for [`Clock::Virtual`],

@@ -74,8 +74,8 @@ pub enum Backoff {
     /// items (10 per second, burst 100).
     #[default]
     ControllerDefault,
-    /// The per-item exponential backoff alone, controller-runtime v0.24's default with its
-    /// priority queue (v0.24.1 `pkg/controller/controller.go`).
+    /// The per-item exponential backoff alone, controller-runtime v0.24's and v0.25's default
+    /// with its priority queue (v0.25.3 `pkg/controller/controller.go`).
     PerItem,
 }
 
@@ -101,7 +101,7 @@ pub struct Config {
     /// Workers per controller (0 is raised to 1).
     pub workers: usize,
     /// The controller-runtime release the level design's controller follows (its queue);
-    /// v0.24 by default.
+    /// v0.25 by default.
     pub release: Release,
     /// The backoff both designs retry with. `None`: each design's default, the release's
     /// for the level controller, [`Backoff::ControllerDefault`] for the payload queue.
@@ -288,8 +288,8 @@ pub struct Armed {
 impl Design {
     /// This design with `workers` workers, unarmed, at controller-runtime's defaults, driving
     /// `downstream`: chapter 07's.
-    pub fn unarmed(self, downstream: &Arc<Downstream>, workers: usize) -> Armed {
-        self.armed(downstream, unarmed(), Config::workers(workers))
+    pub fn unarmed(self, downstream: &Arc<Downstream>, config: Config) -> Armed {
+        self.armed(downstream, unarmed(), config)
     }
 
     /// This design with `hooks` and `config`, driving `downstream`.
@@ -483,12 +483,12 @@ mod tests {
     }
 
     /// Unarmed, a design is chapter 07's (keeps I2): hooks that do nothing, controller-runtime
-    /// v0.24 with its own default limiter for the level controller, and client-go's default
+    /// v0.25 with its own default limiter for the level controller, and client-go's default
     /// controller limiter for the payload queue.
     #[test]
     fn the_default_config_is_controller_runtimes_defaults() {
         let c = Config::workers(2);
-        assert_eq!((c.workers, c.release, c.backoff), (2, Release::V0_24, None));
+        assert_eq!((c.workers, c.release, c.backoff), (2, Release::V0_25, None));
         assert_eq!(c.backoff.unwrap_or_default(), Backoff::ControllerDefault);
         assert_eq!(NoFaults.reconcile(), Ok(()));
     }

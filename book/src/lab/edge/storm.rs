@@ -7,10 +7,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Armed, Design, Downstream, NAMESPACE, OBJECT, Process};
-use crate::lab::rig::{ESSAY, Storm};
+use super::{Armed, Config, Design, Downstream, NAMESPACE, OBJECT, Process};
+use crate::lab::rig::{ESSAY, Storm, let_tasks_run};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
+    controller::Release,
     resources::{Widget, WidgetSpec},
 };
 
@@ -24,8 +25,11 @@ pub struct Params {
     pub workers: usize,
     /// Arm one transient downstream failure, for each design, just before the first write.
     pub fail_first_command: bool,
-    /// Kill both controllers right after this write; restart them after the last write.
+    /// Kill both controllers once they have heard this write; restart them after the last
+    /// write.
     pub kill_after_write: Option<u64>,
+    /// The controller-runtime release the level design follows (the book's: v0.25).
+    pub release: Release,
 }
 
 impl Params {
@@ -36,6 +40,7 @@ impl Params {
             workers: 1,
             fail_first_command: false,
             kill_after_write: None,
+            release: Release::default(),
         }
     }
     /// With `n` writes.
@@ -59,6 +64,18 @@ impl Params {
         Params {
             kill_after_write: Some(k),
             ..self
+        }
+    }
+    /// With the level design on `release`.
+    pub fn release(self, release: Release) -> Self {
+        Params { release, ..self }
+    }
+    /// Each design's setup: controller-runtime's defaults on the storm's release, with its
+    /// workers.
+    pub fn config(&self) -> Config {
+        Config {
+            release: self.release,
+            ..Config::workers(self.workers)
         }
     }
 }
@@ -134,7 +151,7 @@ pub async fn run_async(params: &Params) -> Report {
     created.expect("creating the widget on a fresh cluster");
     let designs = [Design::Level, Design::Edge];
     let worlds = designs.map(|_| Downstream::new(cost)); // the world each design drives
-    let start = |d: usize| Process::start(&designs[d].unarmed(&worlds[d], params.workers), &api);
+    let start = |d: usize| Process::start(&designs[d].unarmed(&worlds[d], params.config()), &api);
     let mut procs: Vec<Option<Process<Armed>>> = vec![Some(start(0)), Some(start(1))];
     let settle = Duration::from_secs(1) + cost * 4;
     tokio::time::sleep(settle).await;
@@ -150,6 +167,7 @@ pub async fn run_async(params: &Params) -> Report {
             .await;
         patched.expect("a merge patch of spec.replicas");
         if params.kill_after_write == Some(value) {
+            let_tasks_run().await; // each process hears this write first
             for (d, p) in procs.iter_mut().enumerate() {
                 let p = p.take().expect("killed once");
                 killed[d] = p.events();

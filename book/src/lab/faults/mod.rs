@@ -444,7 +444,7 @@ impl Row {
     }
 }
 
-/// The errors row again with controller-runtime v0.24's default backoff for both designs: the
+/// The errors row again with controller-runtime v0.24's (and v0.25's) default backoff for both designs: the
 /// per-item exponential backoff without the shared bucket.
 pub fn errors_with_per_item_backoff() -> Row {
     // book: ch12_per_item

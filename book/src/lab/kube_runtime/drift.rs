@@ -77,7 +77,8 @@ pub struct Drift {
     pub colors_read: Vec<String>,
     /// The first virtual hour at which a reconcile read blue.
     pub first_hour_blue_read: Option<f64>,
-    /// Requests the server logged within one second of hours 10, 20 and 30.
+    /// Requests the server logged within one second of each of the first three resync ticks
+    /// (hours 10, 20 and 30 for kube-runtime; P, 2P and 3P for this crate, P jittered).
     pub requests_at_10_20_30h: Vec<usize>,
 }
 
@@ -186,7 +187,7 @@ pub fn controlloop(setup: Setup) -> Drift {
         first_hour_blue_read: of_w
             .iter()
             .find(|x| x.color == "blue")
-            .map(|x| round3(x.hour)),
+            .map(|x| round3(x.at.as_secs_f64() / 3600.0)),
         requests_at_10_20_30h: r.requests_at_resync_ticks.clone(),
     }
 }

@@ -239,6 +239,16 @@ pub async fn race(
         kube_task,
     } = racers(&mut fixture, releases, debounce);
 
+    // Every controller has reconciled the initial value: this crate's workers start at the
+    // cache-sync wait's second look, 100 ms in (client-go's `WaitForCacheSync` poll).
+    rig::settle(
+        Duration::from_secs(5),
+        Duration::ZERO,
+        "an initial reconcile of each controller (informer not synced?)",
+        || ours.iter().chain([&kube]).all(|s| s.of(0).is_some()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let api = fixture.target.api();
     let mut rows = vec![];
     for (i, offset) in plan.iter().enumerate() {

@@ -288,7 +288,7 @@ pub fn ch05_with_resync() {
 }
 
 /// Chapter 05, "When the fake's watcher falls behind": a watcher nobody reads, 101 writes.
-pub fn ch05_overflow() {
+pub fn overflow() -> String {
     // book: ch05_overflow
     let fake = FakeClientset::new();
     let _unread = fake.watch::<ConfigMap>(Some("default"), "").unwrap();
@@ -309,6 +309,11 @@ pub fn ch05_overflow() {
     out += &format!("objects stored afterwards: {stored}\n");
     assert!(out.contains("write 101: the writer panicked: \"channel full\""));
     assert_eq!(stored, 101);
-    snap::text("ch05_overflow", out);
+    out
     // book: end ch05_overflow
+}
+
+/// [`overflow`], snapshot `ch05_overflow`.
+pub fn ch05_overflow() {
+    snap::text("ch05_overflow", overflow());
 }

@@ -1,16 +1,17 @@
 //! Chapter 04's experiments: what a resync does, what it does not, and what does find a
 //! change the watch lost.
 //!
-//! One Widget on the embedded API server, in-process, one informer with a 10-hour resync
-//! period, and a [`Controller`] on it, all under tokio's paused clock (35.5 virtual hours take
-//! milliseconds, and every timer fires at its exact instant; the writes fall on half hours, so no
-//! write shares an instant with an hourly requeue). [`timeline`] is the run; the
+//! One Widget on the embedded API server, in-process, one informer with the resync period
+//! controller-runtime's cache gives it (its 10-hour `SyncPeriod` times a factor in [0.9, 1.1),
+//! drawn per informer: P below), and a [`Controller`] on it, all under tokio's paused clock
+//! (35.5 virtual hours take milliseconds, and every timer fires at its exact instant; the writes
+//! fall on half hours, so no write shares an instant with an hourly requeue). [`timeline`] is the run; the
 //! chapter's first block shows its body, and every later block varies its [`Setup`]:
 //!
 //! ```text
 //!  0      Widget w exists at generation 7, color red; the informer lists it
 //!  0.5    a genuine spec change: color green, generation 8
-//!  10, 20, 30   the resync ticks
+//!  P, 2P, 3P    the resync ticks (P in [9, 11) hours)
 //!  21.5   two writes whose watch events are lost: w turns blue (generation 9), w2 appears
 //!  32.5   the watch ends, if the setup names a way (closed, closed then 429, expired)
 //!  35.5   stop
@@ -61,8 +62,9 @@ pub async fn timeline(setup: Setup) -> Report {
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
     create_at_generation_7(&widgets, "w", "red").await;
 
-    // The informer, with a 10-hour resync period.
-    let options = InformerOptions::new(10 * HOUR);
+    // The informer, with the resync period the cache gives it: 10 hours, jittered.
+    let period = sync_period(setup.seed).next();
+    let options = InformerOptions::new(period);
     let informer = Arc::new(broken::informer(widgets.clone(), options, setup.variant));
     // Beside the controller's handler, one that records what each update carries.
     let updates = Arc::new(Mutex::new(UpdateCounts::default()));
@@ -86,7 +88,7 @@ pub async fn timeline(setup: Setup) -> Report {
                     .await
                     .map_err(ReconcileError::retry)?,
             };
-            let seen = Reconcile::new(hours_since(t0), &req, w.as_ref());
+            let seen = Reconcile::new(since(t0), &req, w.as_ref());
             log.lock().push(seen);
             Ok(match setup.requeue_after {
                 Some(after) => ReconcileResult::requeue_after(after),
@@ -100,7 +102,7 @@ pub async fn timeline(setup: Setup) -> Report {
     }
     let controller = builder.build(&informer, reconciler).unwrap();
     let running = Running::start(&informer, &controller);
-    let around_ticks = requests_around(&cluster, t0, [10, 20, 30]);
+    let around_ticks = requests_around(&cluster, t0, period);
 
     sleep_until(at(0.5)).await;
     set_color(&widgets, "w", "green").await; // a spec change: generation 8
@@ -121,7 +123,15 @@ pub async fn timeline(setup: Setup) -> Report {
     }
     sleep_until(at(35.5)).await;
     running.stop().await;
-    Report::collect(&cluster, &informer, &updates, &reconciles, around_ticks).await
+    Report::collect(
+        &cluster,
+        &informer,
+        &updates,
+        &reconciles,
+        around_ticks,
+        period,
+    )
+    .await
 }
 // book: end ch04_fn_timeline
 
@@ -182,19 +192,21 @@ pub fn ch04_no_predicate() {
     let expected = [
         "0 w red",
         "0.5 w green",
-        "10 w green",
-        "20 w green",
-        "30 w green",
+        "P w green",
+        "2·P w green",
+        "3·P w green",
     ];
     assert_eq!(report.reconciled(), expected);
+    assert!(report.period_in_range()); // P, whatever the draw, lies in [9 h, 11 h)
     snap::text("ch04_no_predicate", report.reconciled().join("\n"));
     // book: end ch04_no_predicate
 }
 
 // book: ch04_fn_owned_timeline
 /// A Widget controller that also watches the ConfigMaps it owns, as `Owns(&ConfigMap{})`
-/// does, with no predicate on that watch. Returns the hours at which w was reconciled.
-pub async fn owned_timeline() -> Vec<f64> {
+/// does, with no predicate on that watch. Returns when w was reconciled, and the resync
+/// period the cache gave the ConfigMap informer.
+pub async fn owned_timeline(seed: u64) -> (Vec<Duration>, Duration) {
     let t0 = Instant::now();
     let cluster = Cluster::new(ServerOptions::default());
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
@@ -206,14 +218,19 @@ pub async fn owned_timeline() -> Vec<f64> {
         .await
         .unwrap();
 
-    // Both informers come from one cache, so both resync every 10 hours.
-    let options = InformerOptions::new(10 * HOUR);
-    let widget_informer = Arc::new(SharedIndexInformer::new(widgets, options.clone()));
-    let cm_informer = Arc::new(SharedIndexInformer::new(configmaps, options));
+    // Both informers come from one cache, which draws each one's resync period.
+    let sync = sync_period(seed);
+    let widget_options = InformerOptions::new(sync.next());
+    let widget_informer = Arc::new(SharedIndexInformer::new(widgets, widget_options));
+    let cm_period = sync.next();
+    let cm_informer = Arc::new(SharedIndexInformer::new(
+        configmaps,
+        InformerOptions::new(cm_period),
+    ));
     let reconciles = Arc::new(Mutex::new(Vec::new()));
     let log = reconciles.clone();
     let reconciler = move |_req: Request, _ctx: Context<Widget>| {
-        log.lock().push(hours_since(t0));
+        log.lock().push(since(t0));
         async { Ok(ReconcileResult::done()) }
     };
     // For(&Widget{}), with GenerationChanged on that watch...
@@ -239,18 +256,20 @@ pub async fn owned_timeline() -> Vec<f64> {
         Running::start(&widget_informer, &controller).and(Running::informer(&cm_informer));
     sleep_until(t0 + 35 * HOUR).await;
     running.stop().await;
-    reconciles.lock().clone()
+    let at = reconciles.lock().clone();
+    (at, cm_period)
 }
 // book: end ch04_fn_owned_timeline
 
 /// Chapter 04: the owned-object watch turns each resync into a reconcile of the owner.
 pub fn ch04_owned() {
     // book: ch04_owned
-    let hours = rig::paused(owned_timeline());
+    let (at, period) = rig::paused(owned_timeline(SEED));
     // Hour 0 holds the initial lists' reconciles (one or two, as the two informers race).
-    let later: Vec<f64> = hours.into_iter().filter(|h| *h > 0.0).collect();
-    assert_eq!(later, [10.0, 20.0, 30.0]);
-    snap::text("ch04_owned", format!("after hour 0: {later:?}"));
+    let later = at.into_iter().filter(|t| *t > Duration::from_secs(60));
+    let later: Vec<String> = later.map(|t| when(t, period, Some("ConfigMap"))).collect();
+    assert_eq!(later, ["P(ConfigMap)", "2·P(ConfigMap)", "3·P(ConfigMap)"]);
+    snap::text("ch04_owned", format!("after hour 0: {}", later.join(", ")));
     // book: end ch04_owned
 }
 

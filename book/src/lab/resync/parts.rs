@@ -21,7 +21,7 @@ use crate::lab::rig;
 use controlloop::apiserver::{Cluster, RequestRecord};
 use controlloop::cache::{ListerWatcher, SharedIndexInformer, broken::Variant};
 use controlloop::controller::{
-    Event, Release, Request,
+    Event, Release, Request, SyncPeriod,
     predicate::{GenerationChanged, Predicate},
 };
 use controlloop::resources::{Widget, WidgetSpec};
@@ -61,8 +61,11 @@ pub struct Setup {
     pub requeue_after: Option<Duration>,
     /// How the watch ends at hour 32.5, if it does.
     pub watch_fault: Option<WatchFault>,
-    /// The controller-runtime release the controller follows (the book's: v0.24).
+    /// The controller-runtime release the controller follows (the book's: v0.25).
     pub release: Release,
+    /// The seed of the cache's resync jitter ([`SyncPeriod::seeded`]): the informer resyncs
+    /// every P, 10 hours times a factor in [0.9, 1.1).
+    pub seed: u64,
 }
 
 impl Setup {
@@ -76,8 +79,19 @@ impl Setup {
             requeue_after: None,
             watch_fault: None,
             release: Release::default(),
+            seed: SEED,
         }
     }
+}
+
+/// The seed every chapter 04 run draws its resync period from, unless it sets another; the
+/// chapter's claims hold for any (`book/tests/lab_resync.rs` runs other seeds).
+pub const SEED: u64 = 4;
+
+/// The cache's resync period for a run seeded with `seed`: controller-runtime's 10-hour
+/// `SyncPeriod`, jittered per informer ([`SyncPeriod::next`]); one call per informer.
+pub fn sync_period(seed: u64) -> SyncPeriod {
+    SyncPeriod::seeded(10 * HOUR, seed)
 }
 
 /// `on_update` calls, counted four ways.
@@ -120,8 +134,8 @@ impl UpdateCounts {
 /// One reconcile: when, which object, and the color it read (`-` if it found nothing).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Reconcile {
-    /// Virtual hours since the start.
-    pub hour: f64,
+    /// Virtual time since the start.
+    pub at: Duration,
     /// The object's name.
     pub name: String,
     /// The color the reconciler read.
@@ -129,10 +143,10 @@ pub struct Reconcile {
 }
 
 impl Reconcile {
-    /// A reconcile of `req` at `hour` that read `w`.
-    pub fn new(hour: f64, req: &Request, w: Option<&Widget>) -> Self {
+    /// A reconcile of `req` `at` after the start that read `w`.
+    pub fn new(at: Duration, req: &Request, w: Option<&Widget>) -> Self {
         Reconcile {
-            hour,
+            at,
             name: req.name.clone(),
             color: w.map_or("-".into(), color),
         }
@@ -142,7 +156,7 @@ impl Reconcile {
 /// What a run saw.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The FIFO the 1.36 gates selected.
+    /// The FIFO the 1.37 gates selected (the same as 1.36's).
     pub fifo: String,
     /// The counting handler's `on_update` counts.
     pub updates: UpdateCounts,
@@ -161,6 +175,8 @@ pub struct Report {
     pub on_the_server: Vec<String>,
     /// Every Widget in the informer's cache at the end, the same way.
     pub in_the_cache: Vec<String>,
+    /// The resync period the cache gave the informer (jittered, in [9 h, 11 h)).
+    pub resync_period: Duration,
     /// w's color on the server at the end.
     pub server_color: String,
     /// w's color in the informer's cache at the end.
@@ -173,27 +189,50 @@ pub fn hours(h: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
+/// A time since the start as the chapter prints it: `P`, `2·P` when it is a whole number of
+/// resync periods `period` (jittered, so its value differs from run to run), `P(name)` for a
+/// named period; otherwise its [`hours`].
+pub fn when(at: Duration, period: Duration, name: Option<&str>) -> String {
+    let p = match name {
+        Some(n) => format!("P({n})"),
+        None => "P".to_owned(),
+    };
+    let (t, each) = (at.as_nanos(), period.as_nanos());
+    match (each > 0 && t >= each && t % each == 0).then(|| t / each) {
+        Some(1) => p,
+        Some(k) => format!("{k}·{p}"),
+        None => hours(at.as_secs_f64() / 3600.0),
+    }
+}
+
 impl Report {
-    /// The reconciles as `hour name color`, with a run of hourly reconciles that read the same
-    /// color written once as `from..=to name color`.
+    /// The reconciles as `when name color` ([`when`]: hours, or a multiple of the resync
+    /// period), with a run of hourly reconciles that read the same color written once as
+    /// `from..=to name color`.
     pub fn reconciled(&self) -> Vec<String> {
-        let mut out: Vec<(f64, f64, &Reconcile)> = vec![];
+        let mut out: Vec<(Duration, Duration, &Reconcile)> = vec![];
         for r in &self.reconciles {
             match out.last_mut() {
                 Some((_, to, last))
-                    if last.name == r.name && last.color == r.color && r.hour == *to + 1.0 =>
+                    if last.name == r.name && last.color == r.color && r.at == *to + HOUR =>
                 {
-                    *to = r.hour
+                    *to = r.at
                 }
-                _ => out.push((r.hour, r.hour, r)),
+                _ => out.push((r.at, r.at, r)),
             }
         }
+        let at = |d: Duration| when(d, self.resync_period, None);
         out.into_iter()
             .map(|(from, to, r)| match from == to {
-                true => format!("{} {} {}", hours(from), r.name, r.color),
-                false => format!("{}..={} {} {}", hours(from), hours(to), r.name, r.color),
+                true => format!("{} {} {}", at(from), r.name, r.color),
+                false => format!("{}..={} {} {}", at(from), at(to), r.name, r.color),
             })
             .collect()
+    }
+
+    /// Whether the cache's period lay where controller-runtime draws it, [9 h, 11 h).
+    pub fn period_in_range(&self) -> bool {
+        sync_period(0).range().contains(&self.resync_period)
     }
 }
 
@@ -268,16 +307,16 @@ fn is_list(r: &RequestRecord) -> bool {
     r.method == "GET" && (!r.is_watch() || r.query.contains("sendInitialEvents=true"))
 }
 
-/// For each of `ticks` (hours after `t0`), counts the requests `cluster` logs from one second
-/// before it to one second after.
-pub fn requests_around(cluster: &Cluster, t0: Instant, ticks: [u32; 3]) -> JoinHandle<Vec<usize>> {
+/// For each of the first three resync ticks of `period` after `t0`, counts the requests
+/// `cluster` logs from one second before it to one second after.
+pub fn requests_around(cluster: &Cluster, t0: Instant, period: Duration) -> JoinHandle<Vec<usize>> {
     let cluster = cluster.clone();
     tokio::spawn(async move {
         let mut counts = vec![];
-        for tick in ticks {
-            sleep_until(t0 + HOUR * tick - Duration::from_secs(1)).await;
+        for tick in 1..=3 {
+            sleep_until(t0 + period * tick - Duration::from_secs(1)).await;
             let before = cluster.requests().len();
-            sleep_until(t0 + HOUR * tick + Duration::from_secs(1)).await;
+            sleep_until(t0 + period * tick + Duration::from_secs(1)).await;
             counts.push(cluster.requests().len() - before);
         }
         counts
@@ -292,6 +331,7 @@ impl Report {
         updates: &Mutex<UpdateCounts>,
         reconciles: &Mutex<Vec<Reconcile>>,
         around_ticks: JoinHandle<Vec<usize>>,
+        resync_period: Duration,
     ) -> Report {
         let requests = cluster.requests(); // before the report's own reads below
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
@@ -321,6 +361,7 @@ impl Report {
             reconciles: reconciles.lock().clone(),
             on_the_server: listed.items.iter().map(describe).collect(),
             in_the_cache: cached,
+            resync_period,
             server_color: color(w.expect("w on the server")),
             cached_color: color(&informer.indexer().get_by_key("default/w").expect("w")),
         }
@@ -367,6 +408,11 @@ pub fn controller_of(cm: &ConfigMap) -> Option<Request> {
 /// The hours since `t0`.
 pub fn hours_since(t0: Instant) -> f64 {
     t0.elapsed().as_secs_f64() / 3600.0
+}
+
+/// The virtual time since `t0`.
+pub fn since(t0: Instant) -> Duration {
+    t0.elapsed()
 }
 
 /// One `on_update` as chapter 04's sync-rule run prints it: when, and how old and new relate.

@@ -135,3 +135,13 @@ pub async fn settle(
         limit,
     })
 }
+
+/// Lets every other task of the current-thread runtime run until it waits, without moving the
+/// paused clock: what the recordings' `synctest.Wait()` does in Go. The priority queue applies a
+/// buffered add on a task of its own, and an informer hears a write on its own task; a block
+/// that reads what they did waits for them here.
+pub async fn let_tasks_run() {
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
+}

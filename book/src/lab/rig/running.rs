@@ -16,7 +16,9 @@ pub struct Running {
 }
 
 impl Running {
-    /// Runs `informer`, and `controller` on it if there is one.
+    /// Runs `controller`, then `informer`: the controller's wait for the cache looks first,
+    /// before the informer has listed, and looks again 100 ms later (client-go's
+    /// `WaitForCacheSync` poll), as a controller does whose cache starts after it.
     pub fn start<K, L>(
         informer: &Arc<SharedIndexInformer<K, L>>,
         controller: &Controller<K>,
@@ -25,16 +27,20 @@ impl Running {
         K: controlloop::cache::Object + Clone,
         L: ListerWatcher<K>,
     {
-        let mut running = Self::informer(informer);
-        let mut stopped = running.stop.subscribe();
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let mut stopped = stop.subscribe();
         let controller = controller.clone();
-        running.tasks.push(tokio::spawn(async move {
+        let run = tokio::spawn(async move {
             let stop = async move {
                 let _ = stopped.wait_for(|s| *s).await;
             };
             controller.run(stop).await.expect("the controller ran");
-        }));
-        running
+        });
+        let informer = spawn_informer(informer, &stop);
+        Running {
+            stop,
+            tasks: vec![run, informer],
+        }
     }
 
     /// Runs `informer` alone.
@@ -44,15 +50,7 @@ impl Running {
         L: ListerWatcher<K>,
     {
         let (stop, _) = tokio::sync::watch::channel(false);
-        let mut stopped = stop.subscribe();
-        let informer = informer.clone();
-        let task = tokio::spawn(async move {
-            informer
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await
-        });
+        let task = spawn_informer(informer, &stop);
         Running {
             stop,
             tasks: vec![task],
@@ -84,4 +82,24 @@ impl Running {
             .expect("the task did not panic");
         }
     }
+}
+
+/// Runs `informer` in a task until `stop` says so.
+fn spawn_informer<K, L>(
+    informer: &Arc<SharedIndexInformer<K, L>>,
+    stop: &tokio::sync::watch::Sender<bool>,
+) -> JoinHandle<()>
+where
+    K: controlloop::cache::Object + Clone,
+    L: ListerWatcher<K>,
+{
+    let mut stopped = stop.subscribe();
+    let informer = informer.clone();
+    tokio::spawn(async move {
+        informer
+            .run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    })
 }

@@ -61,7 +61,7 @@ pub fn ch01_coalescing() {
 
 // book: ch01_controller_queue
 /// The walk on the queue a controller of `release` builds: client-go's rate-limiting queue
-/// (v0.22) or controller-runtime's priority queue (v0.24). Returns the table of `len`.
+/// (v0.22) or controller-runtime's priority queue (v0.24, v0.25). Returns the table of `len`.
 pub async fn controller_queue(release: Release) -> String {
     use futures::FutureExt;
     use std::fmt::Write;
@@ -93,12 +93,14 @@ pub async fn controller_queue(release: Release) -> String {
     drop(claim); // done: the key goes back, once
     row("the worker is done", &queue);
     assert_eq!(queue.len(), 1, "{release}");
-    drop(queue.claim().await.unwrap());
+    let again = queue.claim().await.unwrap(); // a second claim takes it...
+    row("a second claim takes it", &queue);
+    drop(again);
+    let hour = std::time::Duration::from_secs(3600);
+    let third = tokio::time::timeout(hour, queue.claim()).await; // ...and nothing is left
+    writeln!(table, "a third get within 1h: returned {}", third.is_ok()).unwrap();
+    assert!(third.is_err(), "{release}: two claims served every add");
     queue.shut_down();
-    assert!(
-        queue.claim().await.is_none(),
-        "{release}: two claims served every add"
-    );
     table
 }
 // book: end ch01_controller_queue
