@@ -6,12 +6,14 @@
 //!
 //! - [`snap`]: named insta snapshots in the top-level `snapshots/` folder.
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
+//! - [`basis`]: bands derived by one rule from runs committed as raw data (the real tier's).
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
 //! - [`moved`]: a snapshot on two upstream releases, and the diff a reviewer sees.
 //! - [`plot`]: the chapters' figures as SVG, each held to what its run draws.
 //! - [`drills`]: the checker for chapter 09's references to sections and tests.
 
 pub mod band;
+pub mod basis;
 pub mod drills;
 pub mod measured;
 pub mod moved;

@@ -48,6 +48,8 @@ pub mod method;
 #[doc(hidden)]
 pub mod moved;
 #[doc(hidden)]
+pub mod real_server;
+#[doc(hidden)]
 pub mod resync;
 pub mod rig;
 #[doc(hidden)]

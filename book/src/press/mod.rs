@@ -7,9 +7,12 @@
 //!   `cargo run` runs for it; the same list makes every chapter a doctest.
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`links`]: the built site's links, each checked to resolve.
+//! - [`cluster`]: `controlloop cluster up|down|status|env`, the real control plane in one
+//!   command.
 //! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 
 pub mod chapters;
+pub mod cluster;
 pub mod costs;
 pub mod links;
 pub mod site;

@@ -30,6 +30,8 @@
 
 mod cluster;
 mod process;
+pub mod real;
+pub mod relay;
 mod running;
 mod storm;
 
@@ -93,6 +95,18 @@ pub enum RigError {
         path: PathBuf,
         /// What went wrong.
         message: String,
+    },
+    /// The kubeconfig's server is `https` and this build has no TLS stack.
+    #[error(
+        "kubeconfig {path}: the server {server} is https, and this build has no TLS stack: \
+         build with the book's `tls` feature (`cargo test --features tls`, \
+         `cargo run --features tls -- burst --kubeconfig FILE`)"
+    )]
+    NoTls {
+        /// The file.
+        path: PathBuf,
+        /// Its current context's server.
+        server: String,
     },
     /// A request to the cluster failed.
     #[error("request to the cluster failed: {0}")]
