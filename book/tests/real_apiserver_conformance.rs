@@ -66,6 +66,7 @@ fn for_server(server: &str) -> Vec<Scenario> {
 fn the_embedded_server_answers_every_scenario_as_kube_apiserver_does() {
     let main = or_skip(Instance::Main);
     let no_cache = main.as_ref().and_then(|_| or_skip(Instance::NoWatchCache));
+    let _only = main.as_ref().map(|m| m.exclusive());
     rig::real(rig::within(SUITE, "the conformance suite", async {
         let nonce = conformance::nonce();
         let ours = embedded(&nonce).await;

@@ -82,7 +82,7 @@ macro_rules! serves {
         Module {
             chapter: $chapter,
             name: stringify!($module),
-            bands: |chapter| bands::pinned($module::BANDS, chapter),
+            bands: |chapter| bands::pinned(&$module::BANDS[..], chapter),
         }
     };
 }
@@ -103,4 +103,5 @@ pub const MODULES: &[Module] = &[
     serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
+    serves!("14-on-a-real-api-server.md" => real_server, BANDS),
 ];

@@ -35,9 +35,10 @@ use controlloop::cache::{
 /// A lister-watcher that counts what the reflector asks of it.
 pub struct Counted<L> {
     inner: L,
-    /// Lists, and watches with `sendInitialEvents` (a streaming list is a list too).
+    /// Lists the server answered, and watches with `sendInitialEvents` it opened (a streaming
+    /// list is a list too); a request that failed on the way is not counted.
     pub lists: Arc<AtomicU64>,
-    /// Watches that resume from a resourceVersion.
+    /// Watches the server opened that resume from a resourceVersion.
     pub watches: Arc<AtomicU64>,
 }
 
@@ -52,20 +53,32 @@ impl<L> Counted<L> {
     }
 }
 
-impl<K, L: ListerWatcher<K>> ListerWatcher<K> for Counted<L> {
+impl<K: Send + 'static, L: ListerWatcher<K>> ListerWatcher<K> for Counted<L> {
     fn list(&self, options: ListOptions) -> BoxFuture<'static, Result<ListPage<K>, LwError>> {
-        if options.continue_token.is_none() {
-            self.lists.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.list(options)
+        let first = options.continue_token.is_none();
+        let (lists, listed) = (self.lists.clone(), self.inner.list(options));
+        Box::pin(async move {
+            let page = listed.await;
+            if first && page.is_ok() {
+                lists.fetch_add(1, Ordering::SeqCst);
+            }
+            page
+        })
     }
     fn watch(&self, options: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>, LwError>> {
-        if options.send_initial_events {
-            self.lists.fetch_add(1, Ordering::SeqCst);
+        let counter = if options.send_initial_events {
+            self.lists.clone()
         } else {
-            self.watches.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.watch(options)
+            self.watches.clone()
+        };
+        let opened = self.inner.watch(options);
+        Box::pin(async move {
+            let stream = opened.await;
+            if stream.is_ok() {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            stream
+        })
     }
     fn is_watch_list_semantics_unsupported(&self) -> bool {
         self.inner.is_watch_list_semantics_unsupported()
@@ -77,8 +90,8 @@ impl<K, L: ListerWatcher<K>> ListerWatcher<K> for Counted<L> {
 pub enum Cut {
     /// Its connection is cut and the next one accepted: the watch resumes at once.
     Closed,
-    /// Its connection is cut and every new one refused until etcd has compacted the last
-    /// version the informer saw.
+    /// Its connection is cut and every new one refused (the relay stops listening) until etcd
+    /// has compacted the last version the informer saw.
     PastCompaction,
 }
 
@@ -150,7 +163,7 @@ pub async fn run(kubeconfig: &std::path::Path, cut: Cut) -> Result<Relisted, Rig
     let (lists0, watches0) = (lists.load(Ordering::SeqCst), watches.load(Ordering::SeqCst));
     let api = direct.api();
     if cut == Cut::PastCompaction {
-        relay.refuse(true);
+        relay.close();
     }
     relay.cut();
     for v in 1..=WRITES {
@@ -162,7 +175,7 @@ pub async fn run(kubeconfig: &std::path::Path, cut: Cut) -> Result<Relisted, Rig
         let t = Instant::now();
         super::versions::wait_compacted(&api, &last_seen, "the relay's server").await?;
         compaction_ms = Some(t.elapsed().as_secs_f64() * 1000.0);
-        relay.refuse(false);
+        relay.reopen().await?;
     }
     let t = Instant::now();
     let caught_up = rig::settle(

@@ -79,8 +79,8 @@ impl Storms {
     }
 
     /// The durable claims, exact on any server: every write's event heard, the last value
-    /// reconciled, the cache on it, reconciles below writes when behind, and more reconciles
-    /// for a longer span in the gap sweep.
+    /// reconciled, and some events merged whenever the reconciles took longer than the writes'
+    /// mean interval.
     pub fn check_durable(&self) -> Result<(), String> {
         for r in std::iter::once(&self.essay)
             .chain(std::iter::once(&self.kube_essay))
@@ -104,8 +104,10 @@ impl Storms {
                     r.final_observed, r.final_written
                 ));
             }
-            if r.cost > r.gap && r.writes_issued > 1 && r.collapse <= 1.0 {
-                return Err(format!("{at}: behind, yet nothing merged"));
+            // Behind by the clock, not by the asked numbers: a write to a real server takes
+            // several ms, so a 5 ms reconcile can keep up with writes "1 ms apart".
+            if r.behind_in_fact() && r.collapse <= 1.0 {
+                return Err(format!("{at}: behind in fact, yet nothing merged"));
             }
             if expected_reconciles(r) <= 0.0 {
                 return Err(format!("{at}: no span"));

@@ -30,7 +30,7 @@ pub struct Checked {
 }
 
 /// A ConfigMap's resourceVersion as a number (`""` is 0, as chapter 05 parses it).
-fn rv(c: &ConfigMap) -> u64 {
+pub fn rv(c: &ConfigMap) -> u64 {
     c.metadata
         .resource_version
         .as_deref()
@@ -43,6 +43,7 @@ pub const UPDATES: u64 = 20;
 
 /// Chapter 05's two checks in an `on_update` handler of a `variant` informer on `backend`
 /// (real clock), across [`UPDATES`] writes 20 ms apart.
+// book: ch14_fn_rv_check
 pub async fn rv_check(backend: &Backend, variant: Variant) -> Result<Checked, RigError> {
     let target = Target::start(backend).await?;
     target.create(OBJECT, 0).await?;
@@ -51,7 +52,6 @@ pub async fn rv_check(backend: &Backend, variant: Variant) -> Result<Checked, Ri
         InformerOptions::new(Duration::ZERO),
         variant,
     ));
-    // book: ch14_rv_check
     let row = Arc::new(Mutex::new(Checked::default()));
     let (inf, r) = (informer.clone(), row.clone());
     let on_update = move |old: Arc<ConfigMap>, new: Arc<ConfigMap>| {
@@ -71,7 +71,6 @@ pub async fn rv_check(backend: &Backend, variant: Variant) -> Result<Checked, Ri
             r.payload_check_violations += 1; // the same check on the written counter
         }
     };
-    // book: end ch14_rv_check
     informer
         .add_event_handler(HandlerFuncs::new().on_update(on_update))
         .expect("a handler is added before the informer runs");
@@ -99,6 +98,7 @@ pub async fn rv_check(backend: &Backend, variant: Variant) -> Result<Checked, Ri
     let out = row.lock().clone();
     Ok(out)
 }
+// book: end ch14_fn_rv_check
 
 /// How long an exact list may wait for etcd to compact a version.
 pub const COMPACTION_LIMIT: Duration = Duration::from_secs(60);

@@ -82,6 +82,70 @@ pub struct RealServer {
     pub compaction_interval: Option<String>,
 }
 
+impl RealServer {
+    /// Takes the real tier's lock, waiting for any other holder (another test binary, another
+    /// doctest): the experiments share the real server's `default/controlloop-burst`, and a
+    /// storm on it must be alone. Held until the guard drops.
+    pub fn exclusive(&self) -> Exclusive {
+        Exclusive::take(&Instance::Main.dir().join("tier.lock"))
+    }
+}
+
+/// The real tier's lock: a folder created atomically, holding the holder's pid; a folder whose
+/// holder is dead is taken over.
+#[derive(Debug)]
+pub struct Exclusive {
+    path: PathBuf,
+}
+
+impl Exclusive {
+    /// How long to wait for another holder.
+    pub const LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+    fn take(path: &Path) -> Exclusive {
+        let start = std::time::Instant::now();
+        let me = std::process::id().to_string();
+        loop {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if std::fs::create_dir(path).is_ok() {
+                let _ = std::fs::write(path.join("pid"), &me);
+                return Exclusive {
+                    path: path.to_path_buf(),
+                };
+            }
+            let holder = std::fs::read_to_string(path.join("pid")).unwrap_or_default();
+            let alive = holder
+                .trim()
+                .parse::<u64>()
+                .is_ok_and(|pid| process_start_time(pid).is_some());
+            // A holder that died (or one still writing its pid: give it a moment).
+            if !alive && holder.trim() != me {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                let again = std::fs::read_to_string(path.join("pid")).unwrap_or_default();
+                if again == holder {
+                    let _ = std::fs::remove_dir_all(path);
+                    continue;
+                }
+            }
+            assert!(
+                start.elapsed() < Self::LIMIT,
+                "the real tier's lock {} is held by pid {} for over an hour (a deadlock?)",
+                path.display(),
+                holder.trim()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 /// Why the real tier does not run here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Absent {

@@ -1,71 +1,74 @@
 //! A TCP relay on 127.0.0.1 in front of a real API server: what a load balancer or a network
 //! does to a watch, on demand. TLS passes through it untouched (the server's certificate
 //! names 127.0.0.1, whatever the port), so a client reaches the same server through it, and
-//! the relay can end every connection ([`Relay::cut`]) or refuse new ones for a while
-//! ([`Relay::refuse`]): the two ways a watch on a real cluster ends without the server
-//! choosing to.
+//! the relay can end every connection ([`Relay::cut`]) or stop listening for a while
+//! ([`Relay::close`], [`Relay::reopen`]: the client's connections are refused, as when the
+//! server is down): the two ways a watch on a real cluster ends without the server choosing
+//! to.
 //!
 //! # Concurrency
-//! One task accepts; one task per connection copies both ways until either side closes or
-//! the cut epoch moves (`tokio::sync::watch`). `refusing` is an atomic read at each accept.
+//! One task accepts (aborted by `close`, which drops the listener); one task per connection
+//! copies both ways until either side closes or the cut epoch moves (`tokio::sync::watch`).
+//! The accept task's handle is behind a `parking_lot::Mutex`, never held across an await.
 
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
 };
+
+use parking_lot::Mutex;
 
 use tokio::net::{TcpListener, TcpStream};
 
 /// A running relay; dropping it stops accepting (open connections end with their peers).
 pub struct Relay {
     addr: SocketAddr,
+    upstream: SocketAddr,
     cuts: tokio::sync::watch::Sender<u64>,
-    refusing: Arc<AtomicBool>,
     accepted: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Relay {
     /// Starts a relay on a free 127.0.0.1 port to `upstream`.
     pub async fn start(upstream: SocketAddr) -> std::io::Result<Relay> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
         let (cuts, _) = tokio::sync::watch::channel(0u64);
-        let refusing = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicU64::new(0));
-        let task = {
-            let (cuts, refusing, accepted) = (cuts.clone(), refusing.clone(), accepted.clone());
-            tokio::spawn(async move {
-                while let Ok((mut client, _)) = listener.accept().await {
-                    if refusing.load(Ordering::SeqCst) {
-                        drop(client); // accepted and closed at once: the client sees a reset
-                        continue;
-                    }
-                    accepted.fetch_add(1, Ordering::SeqCst);
-                    let mut cut = cuts.subscribe();
-                    tokio::spawn(async move {
-                        let Ok(mut server) = TcpStream::connect(upstream).await else {
-                            return;
-                        };
-                        tokio::select! {
-                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                            _ = cut.changed() => {}
-                        }
-                    });
-                }
-            })
-        };
-        Ok(Relay {
-            addr,
+        let relay = Relay {
+            addr: listener.local_addr()?,
+            upstream,
             cuts,
-            refusing,
-            accepted,
-            task,
-        })
+            accepted: Arc::new(AtomicU64::new(0)),
+            task: Mutex::new(None),
+        };
+        relay.serve(listener);
+        Ok(relay)
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let (cuts, accepted, upstream) = (self.cuts.clone(), self.accepted.clone(), self.upstream);
+        let task = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        if let Some(old) = self.task.lock().replace(task) {
+            old.abort();
+        }
     }
 
     /// Where clients connect.
@@ -78,9 +81,19 @@ impl Relay {
         self.cuts.send_modify(|n| *n += 1);
     }
 
-    /// While `on`, closes each new connection as soon as it is accepted.
-    pub fn refuse(&self, on: bool) {
-        self.refusing.store(on, Ordering::SeqCst);
+    /// Stops listening: a client's next connection is refused (ECONNREFUSED), as when the
+    /// server is down. Open connections stay until [`Relay::cut`].
+    pub fn close(&self) {
+        if let Some(task) = self.task.lock().take() {
+            task.abort(); // drops the listener
+        }
+    }
+
+    /// Listens again on the same port.
+    pub async fn reopen(&self) -> std::io::Result<()> {
+        let listener = TcpListener::bind(self.addr).await?;
+        self.serve(listener);
+        Ok(())
     }
 
     /// Connections relayed so far.
@@ -91,7 +104,7 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        self.task.abort();
+        self.close();
         self.cut();
     }
 }

@@ -125,7 +125,8 @@ pub const WD: &str = "/apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets";
 /// PlainWidgets (no subresources).
 pub const PW: &str = "/apis/lab.controlloop.dev/v1/namespaces/{ns}/plainwidgets";
 
-fn cm(name: &str, data: Value) -> Value {
+/// A ConfigMap `name` with `data`.
+pub fn cm(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
 }
 
@@ -135,17 +136,18 @@ fn widget(kind: &str, name: &str, replicas: i64) -> Value {
 }
 
 /// A resourceVersion as a number (0 if it is not one).
-fn number(rv: &str) -> u64 {
+pub fn number(rv: &str) -> u64 {
     rv.parse().unwrap_or(0)
 }
 
 /// `body` with `metadata.resourceVersion` set.
-fn at(mut body: Value, rv: &str) -> Value {
+pub fn at(mut body: Value, rv: &str) -> Value {
     body["metadata"]["resourceVersion"] = json!(rv);
     body
 }
 
-const WATCH: Duration = Duration::from_secs(8);
+/// How long a watch read may take.
+pub const WATCH: Duration = Duration::from_secs(8);
 
 /// Every scenario, in the order the table shows them.
 pub static SCENARIOS: &[Scenario] = &[
@@ -567,6 +569,7 @@ async fn widget_patches(s: &mut Session) -> Result<(), ConformanceError> {
     Ok(())
 }
 
+// book: ch14_scenario
 async fn resource_versions(s: &mut Session) -> Result<(), ConformanceError> {
     let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
     let v1 = rv(s, "create", &created)?;
@@ -597,6 +600,7 @@ async fn resource_versions(s: &mut Session) -> Result<(), ConformanceError> {
     .await?;
     Ok(())
 }
+// book: end ch14_scenario
 
 async fn too_old(s: &mut Session) -> Result<(), ConformanceError> {
     s.post("create", CM, cm("a", json!({}))).await?;
