@@ -208,6 +208,31 @@ async fn patches_merge_json_and_apply_all_write_through_the_same_checks() {
         Some("b"),
         "apply creates a missing object"
     );
+    // No field ownership is recorded, so an apply to an existing object (forced or not) is
+    // refused in words, never merged in silence.
+    for params in [
+        PatchParams::apply("other"),
+        PatchParams::apply("other").force(),
+    ] {
+        let err = api
+            .patch(
+                "b",
+                &params,
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "w"}})),
+            )
+            .await
+            .unwrap_err();
+        let kube::Error::Api(s) = err else {
+            panic!("not an API error: {err}")
+        };
+        assert_eq!((s.code, s.reason.as_str()), (501, "NotImplemented"));
+        assert!(s.message.contains("field ownership"), "{}", s.message);
+    }
+    assert_eq!(
+        api.get("b").await.unwrap().data.unwrap()["k"],
+        "v",
+        "a refused apply changed nothing"
+    );
 }
 
 #[tokio::test]

@@ -528,8 +528,8 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
             format!("{CMS}/a"),
             "application/apply-patch+yaml",
             body(json!({"data": {"x": "y"}})),
-            400,
-            "BadRequest",
+            422,
+            "Invalid",
         ),
         // The protobuf envelope kubectl sends.
         (

@@ -165,6 +165,29 @@ impl ApiError {
         e
     }
 
+    /// 422 for a request option that is required and missing (`ValidatePatchOptions`'s
+    /// `fieldManager` on an apply): `details` name the options' kind, as upstream's do.
+    pub fn required_option(options: &str, field: &str, why: &str) -> Self {
+        let message = format!("Required value: {why}");
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{options}.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        );
+        e.details = Some(json!({
+            "group": "meta.k8s.io",
+            "kind": options,
+            "causes": [{"reason": "FieldValueRequired", "message": message, "field": field}],
+        }));
+        e
+    }
+
+    /// 501 for a request whose meaning this server cannot honour (not an upstream reason:
+    /// kube-apiserver implements everything this crate refuses with it).
+    pub fn not_implemented(message: impl Into<String>) -> Self {
+        Self::new(501, "NotImplemented", message)
+    }
+
     /// 429, from the fault switch.
     pub fn too_many_requests(retry_after: u64) -> Self {
         let mut e = Self::new(

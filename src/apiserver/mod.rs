@@ -74,8 +74,10 @@
 //! each holds a permit of the `watches` semaphore.
 //!
 //! # Differences from upstream
-//! - No authentication, admission, field management (apply is a merge patch that creates if
-//!   missing), tables, dry-run or watch cache; see each module for its own list.
+//! - No authentication, admission, field management, tables, dry-run or watch cache; see each
+//!   module for its own list. A server-side apply creates a missing object; an apply to an
+//!   existing one is 501 NotImplemented (nothing records field ownership), and a `dryRun` is
+//!   400 saying it is not supported: neither is silently done some other way.
 //! - No persistence: a restarted server has lost every object. A server on a socket starts its
 //!   revisions above any an earlier run could have issued, so resuming from an old revision
 //!   is 410 Expired, as after compaction ([`ServerOptions::first_revision`]). A test can

@@ -27,7 +27,8 @@
 //! - A `move` to a deeper path walks the moved value to know its depth; that walk is charged to
 //!   the same 3 MiB budget as copies (upstream charges moves nothing; it needs no depth).
 //! - Strategic merge patch is a merge patch (the served kinds have no lists with merge keys),
-//!   and apply is a merge patch that creates a missing object (no field management).
+//!   and an apply is a merge patch only when it creates a missing object; there is no field
+//!   management, so an apply to an existing object is refused (501 NotImplemented).
 
 use json_patch::PatchOperation;
 use serde_json::Value;

@@ -41,7 +41,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use super::controls::{Failure, RequestRecord};
-use super::errors::ApiError;
+use super::errors::{ApiError, group_resource};
 use super::kinds::{KINDS, Kind};
 use super::patch::{Patch, PatchType};
 use super::storage::{Preconditions, Stored, UpdateMode};
@@ -257,15 +257,16 @@ async fn dispatch(
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
-            if patch_type == PatchType::Apply && q.get("fieldManager").is_none_or(|f| f.is_empty())
-            {
-                return Err(ApiError::bad_request(
-                    "fieldManager is required for apply patches",
+            let apply = patch_type == PatchType::Apply;
+            if apply && q.get("fieldManager").is_none_or(|f| f.is_empty()) {
+                return Err(ApiError::required_option(
+                    "PatchOptions",
+                    "fieldManager",
+                    "is required for apply patch",
                 ));
             }
             let patch = patch_type.parse(read_json(cluster, req).await?)?;
-            let create = patch_type == PatchType::Apply && !t.status;
-            let (stored, created) = patch_object(cluster, &t, ns, name, &patch, create, mode)?;
+            let (stored, created) = patch_object(cluster, &t, ns, name, &patch, apply, mode)?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -305,16 +306,23 @@ enum Attempt {
 
 /// Applies `patch` to the object without holding the storage lock, and commits it only if
 /// the object is still the one it read (keeps I2; patch I3).
+///
+/// A server-side `apply` creates a missing object (upstream's apply does, and no other
+/// manager can own its fields yet); an apply to an existing object is 501 NotImplemented,
+/// because nothing here records field ownership (`metadata.managedFields`): a merge in its
+/// place would let a second manager silently take a field kube-apiserver refuses it with
+/// 409 Conflict, and `force=true` would keep fields the applier no longer sets.
 fn patch_object(
     cluster: &Cluster,
     t: &Target,
     ns: &str,
     name: &str,
     patch: &Patch,
-    create: bool,
+    apply: bool,
     mode: UpdateMode,
 ) -> Result<(Arc<Stored>, bool), ApiError> {
     let k = &KINDS[t.kind];
+    let create = apply && !t.status;
     for _ in 0..MAX_PATCH_ATTEMPTS {
         let read = cluster.shared.storage.lock().get(t.kind, ns, name);
         let now = cluster.now();
@@ -333,6 +341,15 @@ fn patch_object(
                 })?
             }
             None => return Err(ApiError::not_found(k.group, k.plural, name)),
+            Some(_) if apply => {
+                return Err(ApiError::not_implemented(format!(
+                    "server-side apply to an existing object is not implemented by the embedded \
+                     API server: it records no field ownership (metadata.managedFields), so it \
+                     cannot tell another manager's field (409 Conflict) from this one's; send a \
+                     merge patch (application/merge-patch+json) to change {} \"{name}\"",
+                    group_resource(k.group, k.plural)
+                )));
+            }
             Some(cur) => {
                 let patched = patch.apply(cur.value.clone(), k, name)?;
                 let obj = k.prepare(ns, Some(name), patched)?;

@@ -105,34 +105,23 @@ pub static KNOWN: &[Difference] = &[
         scenarios: &["server_side_apply"],
         steps: &[
             "apply conflict",
+            "apply force",
             "managers after create",
             "managers after force",
         ],
         paths: &["(code)", " (length)"],
         server: None,
-        embedded: "apply is a merge patch that creates if missing: a second manager's apply of \
-                   the same field succeeds (200) and takes it; no metadata.managedFields; \
-                   nothing in the answer says field management is missing",
+        embedded: "an apply creates a missing object (no metadata.managedFields); an apply to an \
+                   existing object, forced or not, is 501 NotImplemented, saying that it records \
+                   no field ownership and naming the merge patch to send instead",
         real: "409 Conflict (cause FieldManagerConflict, `conflict with \"alice\": .data.k`); \
                force=true takes the field and removes alice's entry; managedFields name each \
                manager",
-        reason: "the embedded server implements no field management (its module docs say so), \
-                 and answers as if the apply had succeeded",
-        fix: "until managedFields exist: answer an apply to an existing object with a Status \
-              saying so (e.g. 501 NotImplemented \"server-side apply field ownership is not \
-              implemented by the embedded server\"), unless force=true; then record managers \
-              per field and answer 409 FieldManagerConflict as upstream",
-    },
-    Difference {
-        what: "an apply without fieldManager is 400",
-        scenarios: &["server_side_apply"],
-        steps: &["apply without fieldManager"],
-        paths: &["(code)"],
-        server: None,
-        embedded: "400 BadRequest \"fieldManager is required for apply patches\"",
-        real: "422 Invalid on PatchOptions, cause fieldManager FieldValueRequired",
-        reason: "upstream validates PatchOptions as an object",
-        fix: "422 with the cause, as upstream",
+        reason: "the embedded server implements no field management (its module docs say so); \
+                 a merge in its place would let a second manager take a field silently",
+        fix: "record managers per field (managedFields), answer 409 FieldManagerConflict as \
+              upstream, and let force=true take the fields and drop what the applier no longer \
+              sets",
     },
     Difference {
         what: "dryRun is refused",
