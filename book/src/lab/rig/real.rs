@@ -235,13 +235,21 @@ pub fn tier(instance: Instance) -> Result<RealServer, Absent> {
 }
 
 /// [`tier`], printing the skip line (to stderr, past the test harness's capture) when the
-/// tier does not run. For tests and blocks: `let Some(real) = rig::real::or_skip(Main) else
-/// { return };`.
+/// tier does not run, once per process however many tests skip. For tests and blocks:
+/// `let Some(real) = rig::real::or_skip(Main) else { return };`.
 pub fn or_skip(instance: Instance) -> Option<RealServer> {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     match tier(instance) {
         Ok(server) => Some(server),
         Err(absent) => {
-            say(&absent.to_string());
+            let line = absent.to_string();
+            let mut said = SAID
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !said.contains(&line) {
+                say(&line);
+                said.push(line);
+            }
             None
         }
     }
