@@ -1,9 +1,9 @@
 //! Bands derived by one rule from a basis committed as raw data: one file per band, one line
 //! per measured run.
 //!
-//! A [`Band`](super::band::Band) written by hand carries its basis as a sentence. The real
+//! A [`Band`] written by hand carries its basis as a sentence. The real
 //! tier's bands (measured against a real kube-apiserver) are derived instead: the runs they
-//! were chosen from are committed as they were measured, and [`derive`] turns them into the
+//! were chosen from are committed as they were measured, and [`derive()`] turns them into the
 //! band by [`RULE`], so that widening a band means adding the runs that justify it.
 //!
 //! A basis file is tab-separated, `#` starts a comment:

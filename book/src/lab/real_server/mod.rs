@@ -5,7 +5,7 @@
 //! 10,000 objects with and without the watch cache ([`lists`]), chapter 05's resourceVersion
 //! check and compaction ([`versions`]), and chapter 04's relists ([`relists`]).
 //!
-//! Every experiment here needs the real tier ([`crate::lab::rig::real`]): without a real server
+//! Every experiment here needs the real tier ([`mod@crate::lab::rig::real`]): without a real server
 //! (or without the `tls` feature) it prints one line naming the command that enables it and
 //! returns; under `CI=true` a missing server fails.
 

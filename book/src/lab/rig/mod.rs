@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Its pieces, each once:
-//! - the clock: [`paused`] (tokio's virtual time) or [`real`], [`within`] around every await
+//! - the clock: [`paused`] (tokio's virtual time) or [`real()`], [`within`] around every await
 //!   that could hang, [`settle`], which waits for quiet on the runtime's clock, and [`HOUR`];
 //! - the cluster ([`Backend`], [`Target`], and [`Fixture`], a cluster with an informer running
 //!   on it): the subject is one ConfigMap whose `data.value` is a counter, and ConfigMaps exist
