@@ -372,15 +372,29 @@ async fn a_request_body_that_never_arrives_is_504() {
     answers(&server).await;
 }
 
+/// A raw connection holding a watch open (its connection is busy, never idle).
+async fn watching(server: &ApiServer) -> TcpStream {
+    let mut conn = connect(server).await;
+    conn.write_all(format!("GET {CMS}?watch=true HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    conn
+}
+
 #[tokio::test]
-async fn connections_over_the_cap_are_answered_429_and_a_closed_one_frees_its_slot() {
+async fn connections_over_the_cap_of_busy_ones_are_answered_429_and_a_closed_one_frees_its_slot() {
     let server = server_with(ServerOptions {
         max_connections: 2,
         ..Default::default()
     })
     .await;
-    let held_a = connect(&server).await;
-    let _held_b = connect(&server).await;
+    let held_a = watching(&server).await;
+    let _held_b = watching(&server).await;
+    within(
+        "the watches never opened",
+        server.wait_for_open_watches(|n| n == 2),
+    )
+    .await;
     let mut third = connect(&server).await;
     third
         .write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -408,6 +422,89 @@ async fn connections_over_the_cap_are_answered_429_and_a_closed_one_frees_its_sl
     })
     .await;
     assert!(answered.contains("gitVersion"), "{answered}");
+}
+
+#[tokio::test]
+async fn idle_and_header_slow_connections_make_room_for_a_new_client() {
+    let server = server_with(ServerOptions {
+        max_connections: 8,
+        ..Default::default()
+    })
+    .await;
+    // Every slot taken by a connection that sends nothing, or half a request head.
+    let mut idle = Vec::new();
+    for i in 0..8 {
+        let mut c = connect(&server).await;
+        if i % 2 == 0 {
+            c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+        }
+        idle.push(c);
+    }
+    // A new client still gets its answer: the connection idle longest is closed for it.
+    for _ in 0..3 {
+        let mut c = connect(&server).await;
+        c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let got = until_closed(&mut c, "a new client was never answered").await;
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+    // The oldest idle ones were the ones closed.
+    let first = until_closed(&mut idle[0], "the oldest idle connection stayed open").await;
+    assert!(first.is_empty(), "{first}");
+    answers(&server).await;
+}
+
+#[tokio::test]
+async fn watches_do_not_count_against_the_limit_on_requests_in_flight() {
+    let server = server_with(ServerOptions {
+        max_requests_inflight: 2,
+        ..Default::default()
+    })
+    .await;
+    // Two slow reads hold both read-only slots...
+    server.slow_next_requests(2, Duration::from_secs(3));
+    let client = no_retry(&server);
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                send(&client, "GET", CMS, "application/json", vec![])
+                    .await
+                    .0
+            })
+        })
+        .collect();
+    // ...so one more read is 429, as upstream's max-in-flight filter answers, once they are in.
+    let over = within("no read was ever refused", async {
+        loop {
+            let (code, status, headers) =
+                send(&client, "GET", CMS, "application/json", vec![]).await;
+            if code == 429 {
+                break (status, headers);
+            }
+        }
+    })
+    .await;
+    assert_eq!(over.0["reason"], "TooManyRequests");
+    assert_eq!(over.1["retry-after"], "1");
+    // ...while watches, long-running requests, are not counted, and mutating requests have
+    // their own slots.
+    let mut watches = Vec::new();
+    for _ in 0..20 {
+        watches.push(watching(&server).await);
+    }
+    within(
+        "the watches were refused",
+        server.wait_for_open_watches(|n| n == 20),
+    )
+    .await;
+    create(&cms(&server, "default"), &cm("a", &[], "1")).await;
+    for s in slow {
+        assert_eq!(within("a slow read never ended", s).await.unwrap(), 200);
+    }
 }
 
 #[tokio::test]

@@ -408,6 +408,55 @@ fn paths_are_percent_decoded_and_answered_with_a_status() {
     fuzz("paths", Target::Path, with_pick(payload));
 }
 
+/// Pieces of YAML a hostile client would combine: block and flow collections, anchors and
+/// aliases (bombs included), merge keys, tags, several documents, odd scalars, deep nesting.
+fn yaml_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => proptest::sample::select(vec![
+            "metadata:\n  name: y1\n",
+            "metadata: {name: y2, labels: {app: web}}\n",
+            "metadata:\n  generateName: g-\n",
+            "data:\n  a: &x v\n  b: *x\n",
+            "data: {k: \"1\", n: 2, t: true, z: null}\n",
+            "spec: {replicas: 1, color: red}\n",
+            "spec:\n  replicas: \"x\"\n",
+            "status: {readyReplicas: 1}\n",
+            "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b]\n",
+            "base: &base {k: v}\nmerged:\n  <<: *base\n  j: w\n",
+            "? [complex, key]\n: value\n",
+            "1: integer key\n",
+            "bin: !!binary aGVsbG8=\n",
+            "tagged: !custom thing\n",
+            "---\n",
+            "...\n",
+            "%YAML 1.2\n---\n",
+            "- a\n- b\n",
+            "lit: |\n  line one\n  line two\n",
+            "num: [.inf, -.inf, .nan, 0x1F, 0o17, 1e400]\n",
+            "quoted: \"\\u0000\\xff\"\n",
+            "\t: tab\n",
+            "&anchor\n",
+            "*missing\n",
+            "apiVersion: v1\nkind: ConfigMap\n",
+            "kind: Secret\n",
+        ])
+        .prop_map(str::to_string),
+        1 => (50usize..200).prop_map(|d| format!("deep: {}x{}\n", "[".repeat(d), "]".repeat(d))),
+        1 => (50usize..200).prop_map(|d| (0..d).map(|i| format!("{}k:\n", "  ".repeat(i))).collect()),
+        1 => "[ -~]{0,40}".prop_map(|s| format!("{s}\n")),
+    ]
+}
+
+#[test]
+fn yaml_bodies_are_answered_with_an_object_or_a_status() {
+    let payload = prop_oneof![
+        6 => vec(yaml_piece(), 1..6).prop_map(|p| p.concat().into_bytes()),
+        2 => json_bytes(object()),
+        1 => vec(any::<u8>(), 0..64),
+    ];
+    fuzz("yaml bodies", Target::Yaml, with_pick(payload));
+}
+
 #[test]
 fn the_committed_fuzz_corpus_replays_clean() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
@@ -418,6 +467,7 @@ fn the_committed_fuzz_corpus_replays_clean() {
         ("query", Target::Query),
         ("selector", Target::Selector),
         ("path", Target::Path),
+        ("yaml", Target::Yaml),
     ];
     let mut replayed = 0;
     for (dir, target) in targets {
@@ -431,5 +481,5 @@ fn the_committed_fuzz_corpus_replays_clean() {
             replayed += 1;
         }
     }
-    assert!(replayed >= 6, "the corpus is missing ({replayed} inputs)");
+    assert!(replayed >= 7, "the corpus is missing ({replayed} inputs)");
 }

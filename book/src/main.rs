@@ -72,7 +72,7 @@ enum Command {
     },
     /// Measure the real tier's band bases: run every banded experiment on the real control
     /// plane (and the embedded server beside it) ROUNDS times, print each value, and with
-    /// --write append one line per value to `book/src/lab/real_server/basis/NAME.tsv`.
+    /// --write append one line per value to its band's file, `book/bases/NAME.tsv`.
     /// Needs `--features tls` and `cluster up`.
     RealBasis {
         /// How many rounds.
@@ -81,6 +81,16 @@ enum Command {
         /// Append to the basis files (review the diff; the bands move with it).
         #[arg(long)]
         write: bool,
+    },
+    /// Measure bands' runs: run a group's experiments N times, as `cargo test` runs them but
+    /// without their bands, and append each value to its band's file (`book/bases/NAME.tsv`)
+    /// with the build profile, the load and the date. With no group, list the groups.
+    Measure {
+        /// The groups to run, in turn.
+        groups: Vec<String>,
+        /// How many runs of each group.
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
     },
     /// Run the embedded Kubernetes API server in the foreground (state in memory only), logging every request.
     /// Try `kubectl --server http://127.0.0.1:8001 get configmaps -w`.
@@ -164,6 +174,7 @@ fn main() -> anyhow::Result<()> {
             print!("{}", contention(runs, |line| println!("{line}"))?);
             Ok(())
         }
+        Some(Command::Measure { groups, runs }) => measure(&groups, runs),
         Some(Command::Apiserver { port }) => run_apiserver(port),
         Some(Command::RealBasis { rounds, write }) => real_basis(rounds, write),
         Some(Command::Cluster {
@@ -254,6 +265,66 @@ fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> 
     Ok(summary)
 }
 
+/// The `measure` subcommand: each group `runs` times, every value appended to its band's file
+/// as the run ends (so an interrupted measurement keeps the runs it finished).
+fn measure(groups: &[String], runs: usize) -> anyhow::Result<()> {
+    use controlloop_book::{
+        kit::basis::{self, Run},
+        lab::bands::measure::{GROUPS, group},
+    };
+    if groups.is_empty() {
+        for g in GROUPS {
+            println!("{:<11} {} -> {}", g.name, g.runs, g.bands.join(", "));
+        }
+        // A band whose file has moved on since it was set: what the rule now gives.
+        for b in controlloop_book::lab::bands::all() {
+            if let Err(e) = b.rule {
+                println!("{e}");
+            }
+        }
+        return Ok(());
+    }
+    let chosen = groups
+        .iter()
+        .map(|name| {
+            group(name).ok_or_else(|| {
+                anyhow::anyhow!("no group named {name:?}; `controlloop measure` lists them")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for g in chosen {
+        let header = format!(
+            "Runs of this band, appended by `cargo run -- measure {}` (one line a run): {}.",
+            g.name, g.runs
+        );
+        for i in 1..=runs {
+            let values = (g.run)();
+            let date = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+            let load = basis::load_average().unwrap_or(0.0);
+            for band in g.bands {
+                let lines: Vec<Run> = values
+                    .iter()
+                    .filter(|v| v.band == *band)
+                    .map(|v| Run {
+                        value: v.value,
+                        profile: basis::profile().to_owned(),
+                        load,
+                        date: date.clone(),
+                        what: v.what.clone(),
+                    })
+                    .collect();
+                basis::append(&format!("{band}.tsv"), &header, &lines)?;
+            }
+            let shown: Vec<String> = values
+                .iter()
+                .map(|v| format!("{}={}", v.band, basis::show(v.value)))
+                .collect();
+            println!("{} {i}/{runs} load {load}: {}", g.name, shown.join(" "));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the experiments named (all if `names` is empty). A failing one is reported and the
 /// rest still run; the command fails at the end if any failed.
 fn run_experiments(names: &[String]) -> anyhow::Result<()> {
@@ -272,7 +343,7 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
     kit::plot::redraw_figures();
     kit::measured::set_command_run();
     println!("running {} experiment(s)", chosen.len());
-    let mut failed = Vec::new();
+    let mut ran = Vec::new();
     for e in &chosen {
         let start = Instant::now();
         let bar = spinner(format!("{:<28} {}", e.name, e.chapter));
@@ -280,22 +351,28 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
         bar.finish_and_clear();
         match outcome {
             Ok(()) => println!("  ok    {:<28} {:>8.2?}", e.name, start.elapsed()),
-            Err(_) => {
-                println!("  FAIL  {:<28} (see the message above)", e.name);
-                failed.push(e.name);
-            }
+            Err(_) => println!("  FAIL  {:<28} (see the message above)", e.name),
         }
+        ran.push((*e, outcome.is_ok()));
     }
     for path in kit::plot::redrawn() {
         println!("redrew {} (review its diff)", path.display());
     }
-    for line in essay_figures_outside() {
-        println!("{line}");
-    }
-    if !failed.is_empty() {
+    let rows = press::claims::table(&ran, kit::claims::take());
+    let table = kit::claims::markdown(&rows);
+    let summary = kit::claims::summary(&rows);
+    println!("\n{table}\n{summary}");
+    kit::measured::record("claims", format!("{table}\n{summary}."))?;
+    let failed: Vec<&str> = ran
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(e, _)| e.name)
+        .collect();
+    let moved = rows.iter().filter(|r| r.failed()).count();
+    if !failed.is_empty() || moved > 0 {
         bail!(
-            "{} experiment(s) failed: {}. A changed snapshot is left as snapshots/*.snap.new \
-             for `cargo insta review`.",
+            "{} experiment(s) failed ({}) and {moved} row(s) moved. A changed snapshot is left \
+             as snapshots/*.snap.new for `cargo insta review`; each moved row names it.",
             failed.len(),
             failed.join(", ")
         );
@@ -307,7 +384,7 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
 /// printed and (with `write`) appended to its band's basis file.
 fn real_basis(rounds: u32, write: bool) -> anyhow::Result<()> {
     use controlloop_book::{
-        kit::basis,
+        kit::basis::{self, Run},
         lab::{
             real_server,
             rig::real::{self, Instance},
@@ -317,28 +394,33 @@ fn real_basis(rounds: u32, write: bool) -> anyhow::Result<()> {
         Ok(s) => s,
         Err(absent) => bail!("{absent}"),
     };
-    let dir = real_server::basis_dir();
-    std::fs::create_dir_all(&dir)?;
+    let header = "Runs of this band, appended by `cargo run --features tls -- real-basis --rounds N \
+                  --write` against the control plane of `cargo run -- cluster up` (chapter 14, \
+                  `lab::real_server::basis_round`).";
     for round in 1..=rounds {
-        let load = basis::load_average();
+        let load = basis::load_average().unwrap_or(0.0);
         println!("round {round}/{rounds} (load {load})");
-        let mut lines: std::collections::BTreeMap<&str, String> = Default::default();
         for (name, value) in real_server::basis_round(&server) {
             println!("  {name:<40} {value}");
-            lines.entry(name).or_default().push_str(&basis::line(value));
-        }
-        if write {
-            for (name, text) in lines {
-                let path = dir.join(format!("{name}.tsv"));
-                let mut body = std::fs::read_to_string(&path)
-                    .unwrap_or_else(|_| "# value\tprofile\tload\tdate\n".to_owned());
-                body.push_str(&text);
-                std::fs::write(&path, body)?;
+            if write {
+                let band = real_server::bands::band(name);
+                let file = band
+                    .basis
+                    .strip_prefix(basis::PREFIX)
+                    .ok_or_else(|| anyhow::anyhow!("{name}: its basis names no file"))?;
+                let run = Run {
+                    value: (value * 1000.0).round() / 1000.0,
+                    profile: basis::profile().to_owned(),
+                    load: basis::load_average().unwrap_or(0.0),
+                    date: jiff::Zoned::now().strftime("%Y-%m-%d").to_string(),
+                    what: format!("real-basis round {round}: {name}"),
+                };
+                basis::append(file, header, &[run])?;
             }
         }
     }
     if write {
-        println!("appended to {} (review the diff)", dir.display());
+        println!("appended to book/bases/ (review the diff: the bands move with it)");
     }
     Ok(())
 }
@@ -367,61 +449,6 @@ fn run_apiserver(port: u16) -> anyhow::Result<()> {
         server.shutdown().await;
         Ok(())
     })
-}
-
-/// The tables that hold the essays' figures against this book's bands, each row ending in
-/// its verdict (`inside`/`outside …`).
-const ESSAY_TABLES: [&str; 2] = ["ch01_essay", "ch06_essay_vs_book"];
-
-/// Every essay figure that this run's tables put outside its band, one line each. Reads the
-/// verdicts the experiments wrote (a table that changed is left as `.snap.new`: that one is
-/// this run's).
-fn essay_figures_outside() -> Vec<String> {
-    let mut out = Vec::new();
-    for name in ESSAY_TABLES {
-        let path = kit::snap::path(name);
-        let fresh = path.with_extension("snap.new");
-        let Ok(raw) = std::fs::read_to_string(&fresh).or_else(|_| std::fs::read_to_string(&path))
-        else {
-            continue;
-        };
-        let body = raw.splitn(4, '\n').nth(3).unwrap_or_default();
-        out.extend(outside_rows(body).into_iter().map(|(figure, verdict)| {
-            format!("essay figure outside its band ({name}): {figure}: {verdict}")
-        }));
-    }
-    out
-}
-
-/// The rows of an essay table (Markdown, or columns separated by spaces) whose last cell, the
-/// verdict, says `outside`: each as (the figure, the verdict's first clause).
-fn outside_rows(table: &str) -> Vec<(String, String)> {
-    table
-        .lines()
-        .filter_map(|line| {
-            let (figure, verdict) = if line.starts_with('|') {
-                let cells: Vec<&str> = line
-                    .split('|')
-                    .map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .collect();
-                (cells.first()?.to_string(), cells.last()?.to_string())
-            } else {
-                let (figure, verdict) = line.trim_end().rsplit_once(' ')?;
-                (
-                    figure.split_whitespace().collect::<Vec<_>>().join(" "),
-                    verdict.to_owned(),
-                )
-            };
-            let verdict = verdict
-                .split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned();
-            verdict.starts_with("outside").then_some((figure, verdict))
-        })
-        .collect()
 }
 
 /// A progress bar that spins while an experiment runs (its steps are not counted), with the
@@ -554,7 +581,7 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{contention, outside_rows};
+    use super::contention;
     use std::sync::Mutex;
 
     #[test]
@@ -576,32 +603,8 @@ mod tests {
             summary.contains("| 1 runs of each (min / median / max)"),
             "{summary}"
         );
-        assert!(
-            summary.contains("QUEUE_RECONCILES [64..=") && summary.contains("CHANNEL_VIOLATIONS")
-        );
+        assert!(summary.contains("QUEUE_RECONCILES [") && summary.contains("CHANNEL_VIOLATIONS ["));
         let none = contention(0, |_| {}).unwrap_err().to_string();
         assert_eq!(none, "--runs must be at least 1");
-    }
-
-    #[test]
-    fn outside_rows_reads_both_table_shapes() {
-        let columns = "figure               essay   band            verdict\n\
-                       queue reconciles    148497   [64..=32000]    outside\n\
-                       channel violations   21940   [0..=64000]     inside\n";
-        assert_eq!(
-            outside_rows(columns),
-            [(
-                "queue reconciles 148497 [64..=32000]".to_owned(),
-                "outside".to_owned()
-            )]
-        );
-        let markdown = "| the essay reports | ours | band | verdict |\n|---|---|---|---|\n\
-                        | about 24 | 11 | [16..=91] | inside the band; unlike the count |\n\
-                        | about 99 | 11 | [16..=91] | outside the band; unlike the count |\n";
-        assert_eq!(
-            outside_rows(markdown),
-            [("about 99".to_owned(), "outside the band".to_owned())]
-        );
-        assert!(outside_rows(&markdown.replace("outside", "inside")).is_empty());
     }
 }

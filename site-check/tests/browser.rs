@@ -5,6 +5,8 @@
 //! - every image is loaded, and every snapshot the chapter includes is on the page;
 //! - the search box finds "RealFIFO" and offers the chapter about it;
 //! - the eye button of a code block reveals the lines that rustdoc's `# ` prefix hides;
+//! - no table is wider than the page's text column, at 1280 px (a laptop) and at 390 px (a
+//!   phone): a reader never scrolls sideways to read a table;
 //! - a full-page screenshot of each page lands in `target/site-check/` for a person to look at.
 //!
 //! The browser is found at `$CHROME`, else `chromium` on the `PATH` (Debian's `chromium`
@@ -22,6 +24,7 @@ use std::{
 
 use chromiumoxide::{
     Browser, BrowserConfig, Page,
+    cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams,
     cdp::browser_protocol::log::{EnableParams as LogEnable, EventEntryAdded, LogEntryLevel},
     cdp::js_protocol::runtime::{
         ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown,
@@ -97,6 +100,46 @@ async fn eval<T: serde::de::DeserializeOwned>(page: &Page, what: &str, js: &str)
         .unwrap_or_else(|e| panic!("{what}: {e}"))
         .into_value()
         .unwrap_or_else(|e| panic!("{what}: unexpected value: {e}"))
+}
+
+/// Every table of the page that is wider than the text column it sits in, as one line each
+/// (empty when every table fits).
+const TABLES_WIDER_THAN_THEIR_COLUMN: &str = "(() => { \
+    const main = document.querySelector('.content main'); \
+    if (!main) { return ['no .content main on the page']; } \
+    const column = main.getBoundingClientRect().width; \
+    return Array.from(main.querySelectorAll('table')).flatMap((t, i) => { \
+        const width = Math.max(t.getBoundingClientRect().width, t.scrollWidth); \
+        const head = (t.rows[0] ? t.rows[0].innerText : '').replace(/\\s+/g, ' ').slice(0, 50); \
+        return width > column + 1 \
+            ? [`table ${i + 1} (${head}): ${Math.round(width)} px in a ${Math.round(column)} px column`] \
+            : []; \
+    }); \
+})()";
+
+/// Sets the page's viewport to `width` × `height` CSS pixels (`mobile`: a phone's viewport).
+async fn viewport(page: &Page, width: i64, height: i64, mobile: bool) {
+    bounded(
+        &format!("setting a {width} px viewport"),
+        page.execute(SetDeviceMetricsOverrideParams::new(
+            width, height, 1.0, mobile,
+        )),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("setting a {width} px viewport: {e}"));
+}
+
+/// Loads `url` and waits for it to be complete.
+async fn load(page: &Page, url: &str) {
+    bounded(&format!("loading {url}"), page.goto(url))
+        .await
+        .unwrap_or_else(|e| panic!("loading {url}: {e}"));
+    let _: bool = eval(
+        page,
+        &format!("{url}: the load event"),
+        &until("document.readyState === 'complete'"),
+    )
+    .await;
 }
 
 /// Resolves when `condition` (a JavaScript expression) holds, checking on every frame.
@@ -192,6 +235,7 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
     }
 
     let mut checked = 0;
+    let mut too_wide = Vec::new();
     for (file, html_page) in pages() {
         *current.lock().unwrap() = html_page.clone();
         let url = format!("{base}/{html_page}");
@@ -251,9 +295,45 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
         )
         .await
         .unwrap_or_else(|e| panic!("{html_page}: screenshot: {e}"));
+        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
+        too_wide.extend(
+            wide.into_iter()
+                .map(|w| format!("1280 px, {html_page}: {w}")),
+        );
         checked += 1;
     }
     assert_eq!(checked, pages().len());
+
+    // The same pages on a phone.
+    viewport(&page, 390, 844, true).await;
+    for (_, html_page) in pages() {
+        *current.lock().unwrap() = format!("{html_page} at 390 px");
+        load(&page, &format!("{base}/{html_page}")).await;
+        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
+        too_wide.extend(
+            wide.into_iter()
+                .map(|w| format!("390 px, {html_page}: {w}")),
+        );
+    }
+    viewport(&page, 1280, 900, false).await;
+    assert!(
+        too_wide.is_empty(),
+        "tables wider than their column:\n  {}",
+        too_wide.join("\n  ")
+    );
+
+    // The width check itself fires: a table of one unbreakable word in a 300 px column.
+    *current.lock().unwrap() = "the width check".into();
+    let wide_table = "data:text/html,<div class=content><main style='width:300px'>\
+        <table><tr><td style='white-space:nowrap'>0123456789012345678901234567890123456789\
+        0123456789012345678901234567890123456789</td></tr></table></main></div>";
+    load(&page, wide_table).await;
+    let fired: Vec<String> = eval(&page, "the width check", TABLES_WIDER_THAN_THEIR_COLUMN).await;
+    assert_eq!(
+        fired.len(),
+        1,
+        "the width check did not fire on a wide table: {fired:?}"
+    );
 
     // The search box finds RealFIFO, and offers the chapter about it.
     *current.lock().unwrap() = "search".into();

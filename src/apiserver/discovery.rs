@@ -21,7 +21,7 @@ fn resources(group: &str, version: &str) -> Vec<Value> {
         out.push(json!({
             "name": k.plural,
             "singularName": k.singular,
-            "namespaced": true,
+            "namespaced": k.namespaced,
             "kind": k.kind,
             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             "shortNames": k.short_names,
@@ -30,7 +30,7 @@ fn resources(group: &str, version: &str) -> Vec<Value> {
             out.push(json!({
                 "name": format!("{}/status", k.plural),
                 "singularName": "",
-                "namespaced": true,
+                "namespaced": k.namespaced,
                 "kind": k.kind,
                 "verbs": ["get", "patch", "update"],
             }));
@@ -54,11 +54,18 @@ fn group_doc(k: &Kind) -> Value {
     json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-/// Whether a path is a discovery path (exempt from the fault switch), without building it.
+/// Whether a path is a discovery or health path (exempt from the fault switch), without
+/// building it.
 pub(crate) fn is_discovery_path(segments: &[&str]) -> bool {
     matches!(
         segments,
-        [] | ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+        [] | ["version"]
+            | ["readyz" | "livez" | "healthz"]
+            | ["api"]
+            | ["api", _]
+            | ["apis"]
+            | ["apis", _]
+            | ["apis", _, _]
     )
 }
 
@@ -119,6 +126,8 @@ mod tests {
     fn every_served_resource_is_discoverable() {
         let core = document(&["api", "v1"], "x").unwrap();
         assert_eq!(core["resources"][0]["name"], "configmaps");
+        assert_eq!(core["resources"][1]["name"], "namespaces");
+        assert_eq!(core["resources"][1]["namespaced"], false);
         let groups = document(&["apis"], "x").unwrap();
         assert_eq!(groups["groups"][0]["name"], "lab.controlloop.dev");
         let lab = document(&["apis", "lab.controlloop.dev", "v1"], "x").unwrap();

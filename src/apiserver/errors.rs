@@ -80,6 +80,17 @@ impl ApiError {
         )
     }
 
+    /// 403 Forbidden: a rule forbids the request (an admission plugin's refusal).
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: String) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{gr} \"{name}\" is forbidden: {why}"),
+        )
+        .with_object(group, plural, name)
+    }
+
     /// 409 AlreadyExists: create of a name that is taken.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let gr = group_resource(group, plural);
@@ -144,8 +155,34 @@ impl ApiError {
         )
     }
 
+    /// 415 with the reason the content type is refused.
+    pub fn unsupported_media_type_because(what: &str, why: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the content type {what:?} is not supported here: {why}"),
+        )
+    }
+
+    /// 422 without field causes: a request that is well-formed but cannot be carried out
+    /// (upstream's generic 422 response, reason `Invalid`).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 422: the object is invalid. `causes` are `(field, message)` pairs.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(&str, String)]) -> Self {
+        Self::invalid_with_reason(group, kind, name, "FieldValueInvalid", causes)
+    }
+
+    /// 422 whose causes carry `reason` (`FieldValueForbidden`, `FieldValueNotSupported`, …).
+    pub fn invalid_with_reason(
+        group: &str,
+        kind: &str,
+        name: &str,
+        reason: &str,
+        causes: &[(&str, String)],
+    ) -> Self {
         let gk = if group.is_empty() {
             kind.to_string()
         } else {
@@ -159,33 +196,10 @@ impl ApiError {
         );
         let causes: Vec<Value> = causes
             .iter()
-            .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+            .map(|(f, m)| json!({"reason": reason, "message": m, "field": f}))
             .collect();
         e.details = Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}));
         e
-    }
-
-    /// 422 for a request option that is required and missing (`ValidatePatchOptions`'s
-    /// `fieldManager` on an apply): `details` name the options' kind, as upstream's do.
-    pub fn required_option(options: &str, field: &str, why: &str) -> Self {
-        let message = format!("Required value: {why}");
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{options}.meta.k8s.io \"\" is invalid: {field}: {message}"),
-        );
-        e.details = Some(json!({
-            "group": "meta.k8s.io",
-            "kind": options,
-            "causes": [{"reason": "FieldValueRequired", "message": message, "field": field}],
-        }));
-        e
-    }
-
-    /// 501 for a request whose meaning this server cannot honour (not an upstream reason:
-    /// kube-apiserver implements everything this crate refuses with it).
-    pub fn not_implemented(message: impl Into<String>) -> Self {
-        Self::new(501, "NotImplemented", message)
     }
 
     /// 429, from the fault switch.

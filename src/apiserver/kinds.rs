@@ -1,18 +1,26 @@
 //! The resources the server serves, and how each one's objects are decoded and validated.
 //!
-//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`) decodes
-//! strictly into its Go type (a type error is a 400 from the decoder), a custom resource
+//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`)
+//! decodes strictly into its Go type (a type error is a 400 from the decoder), a custom resource
 //! (`Widget`, `PlainWidget`) is checked against its structural schema (a type error is a 422) and pruned of
 //! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
-//! unknown fields exactly as pruning does.
+//! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
+//! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
+//! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
+//! `spec.finalizers` (which only the server changes), and the label naming it.
+//!
+//! # Differences from upstream
+//! - A field k8s-openapi requires (a `NamespaceCondition`'s `status`, an owner reference's
+//!   `uid`) is required in a body; Go's decoder would take a missing one as empty.
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
-use super::validation;
+use super::strategic::{self, Ty};
+use super::validation::{self, NameRule};
 use crate::resources::{PlainWidget, Widget};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 
 /// One resource the server serves.
 #[derive(Debug)]
@@ -30,12 +38,17 @@ pub(crate) struct Kind {
     pub tracks_generation: bool,
     /// An update without `metadata.resourceVersion` is allowed (no optimistic concurrency).
     pub unconditional_update: bool,
-    /// Strategic merge patch is accepted (built-in kinds only, as upstream).
-    pub strategic_merge: bool,
+    /// The patch metadata strategic merge patch follows; `None` refuses it with 415 (custom
+    /// resources, as upstream).
+    pub patch_schema: Option<&'static Ty>,
     /// Decodes a body into the typed object and back, dropping unknown fields.
     round_trip: fn(Value) -> Result<Value, String>,
     /// A decode failure is 422 (schema validation) rather than 400 (decoder).
     pub decode_error_is_invalid: bool,
+    /// Objects live in a namespace (else the kind is cluster-scoped: key `("", name)`).
+    pub namespaced: bool,
+    /// How names are checked.
+    pub name_rule: NameRule,
 }
 
 /// Index of ConfigMaps in [`KINDS`].
@@ -44,6 +57,21 @@ pub(crate) const CONFIGMAPS: usize = 0;
 /// Index of Widgets in [`KINDS`].
 #[cfg(test)]
 pub(crate) const WIDGETS: usize = 1;
+/// Index of Namespaces in [`KINDS`].
+pub(crate) const NAMESPACES: usize = 3;
+
+/// The namespaces a fresh cluster has, as kube-apiserver's bootstrap controllers create them
+/// (`default`; `kube-system`, `kube-public`, `kube-node-lease`). None of them may be deleted
+/// (the namespace lifecycle admission's immortal namespaces).
+pub(crate) const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The finalizer every namespace gets on create (`FinalizerKubernetes`): the namespace
+/// controller removes it once the namespace's content is gone.
+pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// The label every namespace carries, naming it (`kubernetes.io/metadata.name`).
+pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
@@ -51,7 +79,7 @@ fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String
 }
 
 /// Every resource the server serves, indexed by the constants above.
-pub(crate) static KINDS: [Kind; 3] = [
+pub(crate) static KINDS: [Kind; 4] = [
     Kind {
         group: "",
         version: "v1",
@@ -62,9 +90,11 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: false,
         tracks_generation: false,
         unconditional_update: true,
-        strategic_merge: true,
+        patch_schema: Some(&strategic::CONFIG_MAP),
         round_trip: round_trip::<ConfigMap>,
         decode_error_is_invalid: false,
+        namespaced: true,
+        name_rule: NameRule::Subdomain,
     },
     Kind {
         group: "lab.controlloop.dev",
@@ -76,9 +106,11 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: true,
         tracks_generation: true,
         unconditional_update: false,
-        strategic_merge: false,
+        patch_schema: None,
         round_trip: round_trip::<Widget>,
         decode_error_is_invalid: true,
+        namespaced: true,
+        name_rule: NameRule::Subdomain,
     },
     // A Widget whose CRD installs no subresources: `status` is an ordinary field, so writing
     // it bumps the generation like any change outside `metadata`.
@@ -92,9 +124,29 @@ pub(crate) static KINDS: [Kind; 3] = [
         status_subresource: false,
         tracks_generation: true,
         unconditional_update: false,
-        strategic_merge: false,
+        patch_schema: None,
         round_trip: round_trip::<PlainWidget>,
         decode_error_is_invalid: true,
+        namespaced: true,
+        name_rule: NameRule::Subdomain,
+    },
+    // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a status
+    // subresource, `spec.finalizers` only the server changes.
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        singular: "namespace",
+        short_names: &["ns"],
+        status_subresource: true,
+        tracks_generation: false,
+        unconditional_update: true,
+        patch_schema: Some(&strategic::NAMESPACE),
+        round_trip: round_trip::<Namespace>,
+        decode_error_is_invalid: false,
+        namespaced: false,
+        name_rule: NameRule::Label,
     },
 ];
 
@@ -148,16 +200,21 @@ impl Kind {
         let Value::Object(meta) = meta else {
             return Err(ApiError::bad_request("metadata must be an object"));
         };
-        match meta.get("namespace").and_then(Value::as_str) {
-            None | Some("") => {}
-            Some(ns) if ns == namespace => {}
-            Some(ns) => {
-                return Err(ApiError::bad_request(format!(
-                    "the namespace of the object ({ns}) does not match the namespace of the request ({namespace})"
-                )));
+        if self.namespaced {
+            match meta.get("namespace").and_then(Value::as_str) {
+                None | Some("") => {}
+                Some(ns) if ns == namespace => {}
+                Some(ns) => {
+                    return Err(ApiError::bad_request(format!(
+                        "the namespace of the object ({ns}) does not match the namespace of the request ({namespace})"
+                    )));
+                }
             }
+            meta.insert("namespace".into(), Value::String(namespace.into()));
+        } else {
+            // A cluster-scoped object has no namespace: upstream clears whatever the body says.
+            meta.remove("namespace");
         }
-        meta.insert("namespace".into(), Value::String(namespace.into()));
         if let Some(path_name) = path_name {
             match meta.get("name").and_then(Value::as_str) {
                 None | Some("") => {
@@ -193,7 +250,8 @@ impl Kind {
     /// metadata (see `validation`) and, for a ConfigMap, `ValidateConfigMap` (kubernetes v1.36
     /// `pkg/apis/core/validation`): key syntax, no key in both maps, at most 1 MiB of values.
     fn validate(&self, name: &str, v: &Value, create: bool) -> Result<(), ApiError> {
-        let mut causes = validation::object_meta(&v["metadata"], create);
+        let mut causes =
+            validation::object_meta_of(&v["metadata"], create, self.namespaced, self.name_rule);
         if self.kind == "ConfigMap" {
             config_map(v, &mut causes);
         }
@@ -202,6 +260,48 @@ impl Kind {
         } else {
             Err(ApiError::invalid(self.group, self.kind, name, &causes))
         }
+    }
+}
+
+impl Kind {
+    /// The kind's `PrepareForCreate` and `Canonicalize`, after the name is known: a Namespace
+    /// is Active, carries the `kubernetes` finalizer in `spec.finalizers` and the label naming
+    /// it.
+    pub fn prepare_for_create(&self, obj: &mut Value) {
+        if self.kind != "Namespace" {
+            return;
+        }
+        obj["status"] = serde_json::json!({"phase": "Active"});
+        let fins = &mut obj["spec"]["finalizers"];
+        match fins.as_array_mut() {
+            Some(list) if list.iter().any(|f| f == NAMESPACE_FINALIZER) => {}
+            Some(list) => list.push(Value::from(NAMESPACE_FINALIZER)),
+            None => *fins = serde_json::json!([NAMESPACE_FINALIZER]),
+        }
+        self.canonicalize(obj);
+    }
+
+    /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
+    /// a Namespace's `spec.finalizers` are the stored ones (only the server changes them).
+    pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
+        if self.kind != "Namespace" {
+            return;
+        }
+        match old["spec"].get("finalizers") {
+            Some(f) => obj["spec"]["finalizers"] = f.clone(),
+            None => {
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
+            }
+        }
+        self.canonicalize(obj);
+    }
+
+    /// `Canonicalize`: a Namespace's name label matches its name.
+    fn canonicalize(&self, obj: &mut Value) {
+        let name = obj["metadata"]["name"].clone();
+        obj["metadata"]["labels"][NAMESPACE_NAME_LABEL] = name;
     }
 }
 

@@ -2,6 +2,8 @@
 //!
 //! Follows kubernetes v1.36 `staging/src/k8s.io/apiserver/pkg/server/config.go`
 //! (`MaxRequestBodyBytes` 3 MiB, `JSONPatchMaxCopyBytes` 3 MiB, `RequestTimeout` 60 s),
+//! `server/options/server_run_options.go` (`MaxRequestsInFlight` 400,
+//! `MaxMutatingRequestsInFlight` 200),
 //! `server/secure_serving.go` (`ReadHeaderTimeout` 32 s) and etcd's server defaults
 //! (`--max-request-bytes` 1.5 MiB, `--quota-backend-bytes` 2 GiB).
 //!
@@ -39,9 +41,17 @@ pub struct ServerOptions {
     pub request_log_bytes: usize,
     /// Open watches at once; one more is 429.
     pub max_watches: usize,
-    /// Connections served at once on the socket; as many more are answered 429, and the rest
-    /// are closed.
+    /// Connections served at once on the socket (capped below the file descriptor limit,
+    /// which the server raises to the hard limit at start). When all are open, the connection
+    /// idle longest is closed to make room; when none is idle, a few more are answered 429 and
+    /// the rest are closed.
     pub max_connections: usize,
+    /// Read-only requests being answered at once on the socket (upstream's
+    /// `--max-requests-inflight`, 400); one more is 429. Watches do not count.
+    pub max_requests_inflight: usize,
+    /// Mutating requests being answered at once on the socket (upstream's
+    /// `--max-mutating-requests-inflight`, 200); one more is 429.
+    pub max_mutating_requests_inflight: usize,
     /// Time a connection has to send a complete request head once it is ready for one
     /// (upstream: 32 s); also how long an idle keep-alive connection stays open.
     pub header_read_timeout: Duration,
@@ -71,7 +81,9 @@ impl Default for ServerOptions {
             max_storage_bytes: 2 * 1024 * 1024 * 1024,
             request_log_bytes: 16 * 1024 * 1024,
             max_watches: 4096,
-            max_connections: 1024,
+            max_connections: 16 * 1024,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             header_read_timeout: Duration::from_secs(32),
             write_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(60),

@@ -26,9 +26,11 @@
 //!   clients) can read back, 127 levels.
 //! - A `move` to a deeper path walks the moved value to know its depth; that walk is charged to
 //!   the same 3 MiB budget as copies (upstream charges moves nothing; it needs no depth).
-//! - Strategic merge patch is a merge patch (the served kinds have no lists with merge keys),
-//!   and an apply is a merge patch only when it creates a missing object; there is no field
-//!   management, so an apply to an existing object is refused (501 NotImplemented).
+//! - Strategic merge patch follows upstream for the built-in kinds (see `strategic`); custom
+//!   resources refuse it with 415, as upstream does.
+//! - Server-side apply (`application/apply-patch+yaml`) is refused with 415: the server keeps
+//!   no field ownership (`managedFields`), and applying without it would silently do
+//!   something else than kube-apiserver does.
 
 use json_patch::PatchOperation;
 use serde_json::Value;
@@ -51,28 +53,63 @@ pub(crate) enum PatchType {
     Merge,
     Json,
     StrategicMerge,
-    Apply,
 }
 
 /// A decoded patch body.
 #[derive(Debug)]
 pub(crate) enum Patch {
-    /// A merge patch (also strategic merge and apply): an object.
+    /// A merge patch (RFC 7386): an object.
     Merge(Value),
+    /// A strategic merge patch: an object, applied with the kind's patch metadata.
+    Strategic(Value),
     /// A JSON patch: at most [`MAX_JSON_PATCH_OPERATIONS`] operations.
     Json(Vec<PatchOperation>),
 }
 
+/// The content types of server-side apply, which this server refuses.
+const APPLY_TYPES: [&str; 3] = [
+    "application/apply-patch+yaml",
+    "application/apply-patch+json",
+    "application/apply-patch+cbor",
+];
+
 impl PatchType {
+    /// The patch type of a content type: 415 for one the resource does not accept, naming the
+    /// ones it does (upstream's `NewUnsupportedMediaTypeError`). Strategic merge patch is for
+    /// built-in kinds only; server-side apply is refused for every kind.
     pub fn from_content_type(ct: &str, k: &Kind) -> Result<Self, ApiError> {
+        let accepted = if k.patch_schema.is_some() {
+            "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+        } else {
+            "application/json-patch+json, application/merge-patch+json"
+        };
         match ct {
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/json-patch+json" => Ok(PatchType::Json),
-            "application/strategic-merge-patch+json" if k.strategic_merge => {
+            "application/strategic-merge-patch+json" if k.patch_schema.is_some() => {
                 Ok(PatchType::StrategicMerge)
             }
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+            apply if APPLY_TYPES.contains(&apply) => Err(ApiError::unsupported_media_type_because(
+                apply,
+                &format!(
+                    "server-side apply is not implemented by this server: it keeps no field \
+                     ownership (managedFields), so it cannot apply as kube-apiserver does; \
+                     accepted patch types: {accepted}"
+                ),
+            )),
+            "application/strategic-merge-patch+json" => {
+                Err(ApiError::unsupported_media_type_because(
+                    ct,
+                    &format!(
+                        "strategic merge patch is not supported for custom resources, as in \
+                         kube-apiserver; accepted patch types: {accepted}"
+                    ),
+                ))
+            }
+            other => Err(ApiError::unsupported_media_type_because(
+                other,
+                &format!("accepted patch types: {accepted}"),
+            )),
         }
     }
 
@@ -80,11 +117,19 @@ impl PatchType {
     /// more than [`MAX_JSON_PATCH_OPERATIONS`] operations.
     pub fn parse(self, body: Value) -> Result<Patch, ApiError> {
         match self {
-            PatchType::Merge | PatchType::StrategicMerge | PatchType::Apply => {
+            PatchType::Merge => {
                 if !body.is_object() {
                     return Err(ApiError::bad_request("a merge patch must be a JSON object"));
                 }
                 Ok(Patch::Merge(body))
+            }
+            PatchType::StrategicMerge => {
+                if !body.is_object() {
+                    return Err(ApiError::bad_request(
+                        "a strategic merge patch must be a JSON object",
+                    ));
+                }
+                Ok(Patch::Strategic(body))
             }
             PatchType::Json => {
                 if let Some(n) = body.as_array().map(Vec::len)
@@ -152,6 +197,11 @@ impl Patch {
                 // size: at most their sum (keeps I2).
                 json_patch::merge(&mut cur, patch);
                 Ok(cur)
+            }
+            // Keeps I1 and I2 the same way (strategic I1).
+            Patch::Strategic(patch) => {
+                let schema = k.patch_schema.expect("parsed only for kinds with a schema");
+                super::strategic::apply(cur, patch.clone(), schema)
             }
             Patch::Json(ops) => {
                 let invalid = |m: String| ApiError::invalid(k.group, k.kind, name, &[("patch", m)]);

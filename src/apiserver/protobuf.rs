@@ -1,10 +1,11 @@
-//! Decoding of the Kubernetes protobuf envelope for ConfigMap request bodies.
+//! Decoding of the Kubernetes protobuf envelope for ConfigMap and Namespace request bodies.
 //!
 //! kubectl (client-go) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does
-//! not fall back to JSON on 415, so `kubectl create configmap` needs this. The envelope is the
+//! not fall back to JSON on 415, so `kubectl create configmap` and `kubectl create namespace`
+//! need this. The envelope is the
 //! 4-byte magic `k8s\0` followed by a `runtime.Unknown` message (`typeMeta` = 1, `raw` = 2),
 //! whose `raw` is the object's own message; field numbers are those of `generated.proto` in
-//! k8s.io/api and k8s.io/apimachinery. Only what a ConfigMap carries is decoded; unknown fields
+//! k8s.io/api and k8s.io/apimachinery. Only what a ConfigMap or a Namespace carries is decoded; unknown fields
 //! are skipped, as a protobuf decoder does. Responses are always JSON, which every client
 //! accepts.
 
@@ -179,13 +180,71 @@ fn config_map(b: &[u8]) -> Result<Value, ApiError> {
     Ok(cm)
 }
 
-/// Decodes a protobuf body for `kind` (only `ConfigMap` has a decoder) into JSON.
-pub(crate) fn decode(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
-    if kind != "ConfigMap" {
-        return Err(ApiError::unsupported_media_type(
-            "application/vnd.kubernetes.protobuf",
-        ));
+fn namespace_condition(b: &[u8]) -> Result<Value, ApiError> {
+    let mut c = Map::new();
+    for (n, f) in fields(b)? {
+        let (key, v) = match (n, f) {
+            (1, Field::Bytes(x)) => ("type", json!(string(x)?)),
+            (2, Field::Bytes(x)) => ("status", json!(string(x)?)),
+            (4, Field::Bytes(x)) => ("lastTransitionTime", time(x)?),
+            (5, Field::Bytes(x)) => ("reason", json!(string(x)?)),
+            (6, Field::Bytes(x)) => ("message", json!(string(x)?)),
+            _ => continue,
+        };
+        c.insert(key.into(), v);
     }
+    Ok(Value::Object(c))
+}
+
+fn namespace(b: &[u8]) -> Result<Value, ApiError> {
+    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace"});
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => ns["metadata"] = object_meta(x)?,
+            (2, Field::Bytes(x)) => {
+                let mut fins = Vec::new();
+                for (n, f) in fields(x)? {
+                    if let (1, Field::Bytes(f)) = (n, f) {
+                        fins.push(json!(string(f)?));
+                    }
+                }
+                ns["spec"] = json!({"finalizers": fins});
+            }
+            (3, Field::Bytes(x)) => {
+                let mut status = json!({});
+                for (n, f) in fields(x)? {
+                    match (n, f) {
+                        (1, Field::Bytes(p)) => status["phase"] = json!(string(p)?),
+                        (2, Field::Bytes(c)) => {
+                            if status.get("conditions").is_none() {
+                                status["conditions"] = json!([]);
+                            }
+                            let c = namespace_condition(c)?;
+                            status["conditions"].as_array_mut().expect("array").push(c);
+                        }
+                        _ => {}
+                    }
+                }
+                ns["status"] = status;
+            }
+            _ => {}
+        }
+    }
+    Ok(ns)
+}
+
+/// Decodes a protobuf body for `kind` (`ConfigMap` and `Namespace` have decoders) into JSON.
+pub(crate) fn decode(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let object: fn(&[u8]) -> Result<Value, ApiError> = match kind {
+        "ConfigMap" => config_map,
+        "Namespace" => namespace,
+        _ => {
+            return Err(ApiError::unsupported_media_type_because(
+                "application/vnd.kubernetes.protobuf",
+                "protobuf bodies are read for ConfigMaps and Namespaces only; send JSON or YAML",
+            ));
+        }
+    };
     let unknown = body
         .strip_prefix(MAGIC)
         .ok_or_else(|| bad("missing the k8s magic prefix"))?;
@@ -195,7 +254,7 @@ pub(crate) fn decode(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
             (1, Field::Bytes(tm)) => {
                 for (n, f) in fields(tm)? {
                     if let (2, Field::Bytes(k)) = (n, f)
-                        && k != b"ConfigMap"
+                        && k != kind.as_bytes()
                     {
                         return Err(bad("the envelope names another kind"));
                     }
@@ -205,7 +264,7 @@ pub(crate) fn decode(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
             _ => {}
         }
     }
-    config_map(raw.ok_or_else(|| bad("no object in the envelope"))?)
+    object(raw.ok_or_else(|| bad("no object in the envelope"))?)
 }
 
 #[cfg(test)]
@@ -235,5 +294,23 @@ mod tests {
         assert_eq!(v["metadata"]["labels"]["app"], "web");
         assert_eq!(v["data"]["a"], "1");
         assert_eq!(decode("ConfigMap", b"junk").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn a_namespace_envelope_decodes_to_json() {
+        let meta = tag(1, b"team");
+        let spec = tag(1, b"kubernetes");
+        let cond = [tag(1, b"Ready"), tag(2, b"True")].concat();
+        let status = [tag(1, b"Active"), tag(2, &cond)].concat();
+        let ns = [tag(1, &meta), tag(2, &spec), tag(3, &status)].concat();
+        let type_meta = [tag(1, b"v1"), tag(2, b"Namespace")].concat();
+        let body = [MAGIC.to_vec(), tag(1, &type_meta), tag(2, &ns)].concat();
+        let v = decode("Namespace", &body).unwrap();
+        assert_eq!(v["metadata"]["name"], "team");
+        assert_eq!(v["spec"]["finalizers"][0], "kubernetes");
+        assert_eq!(v["status"]["conditions"][0]["type"], "Ready");
+        let wrong = [MAGIC.to_vec(), tag(1, &type_meta), tag(2, &ns)].concat();
+        assert_eq!(decode("ConfigMap", &wrong).unwrap_err().code, 400);
+        assert_eq!(decode("Widget", &body).unwrap_err().code, 415);
     }
 }

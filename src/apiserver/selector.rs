@@ -7,17 +7,22 @@
 //! the server answers for a field the resource does not index.
 //!
 //! A selector is parsed once per request, before the storage lock is taken; matching is linear
-//! in the number of requirements (set membership is a `BTreeSet` lookup).
+//! in the number of requirements (a label is a binary search in the object's sorted labels, set
+//! membership a `BTreeSet` lookup), so matching one object costs at most
+//! [`MAX_REQUIREMENTS`] lookups.
 //!
 //! # Differences from upstream
 //! - Field selector values may not contain the escapes `\,`, `\=` and `\\` of upstream's field
 //!   selector syntax: names and namespaces never contain those characters.
+//! - A selector of more than [`MAX_REQUIREMENTS`] requirements, or longer than
+//!   [`MAX_SELECTOR_BYTES`], is a 400 that says so. Upstream has no such cap (only the request
+//!   line's, 1 MiB of headers); here it bounds the work one object's match can cost, so that a
+//!   list streaming through a selector gives other requests a turn after every batch.
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use super::errors::ApiError;
+use super::storage::Meta;
 use super::validation::{is_label_value, is_qualified_name};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +102,19 @@ fn lex(s: &str) -> Vec<Token<'_>> {
         rest = &rest[end..];
     }
     out
+}
+
+/// The longest selector accepted, each of `labelSelector` and `fieldSelector` (see the
+/// differences from upstream).
+pub(crate) const MAX_SELECTOR_BYTES: usize = 64 * 1024;
+
+/// The most requirements one selector may have (see the differences from upstream).
+pub(crate) const MAX_REQUIREMENTS: usize = 256;
+
+fn too_big(which: &str, why: String) -> ApiError {
+    ApiError::bad_request(format!(
+        "the {which} is too large for this server: {why} (at most {MAX_REQUIREMENTS} requirements and {MAX_SELECTOR_BYTES} bytes)"
+    ))
 }
 
 fn unparsable(whole: &str, why: impl std::fmt::Display) -> ApiError {
@@ -238,6 +256,12 @@ impl<'a> Parser<'a> {
         }
         loop {
             out.push(self.requirement()?);
+            if out.len() > MAX_REQUIREMENTS {
+                return Err(too_big(
+                    "label selector",
+                    format!("more than {MAX_REQUIREMENTS} requirements"),
+                ));
+            }
             match self.next() {
                 None => return Ok(out),
                 Some(Token::Comma) => continue,
@@ -255,6 +279,12 @@ impl<'a> Parser<'a> {
 fn parse_fields(s: &str) -> Result<Vec<(String, Op)>, ApiError> {
     let mut out = Vec::new();
     for req in s.split(',') {
+        if out.len() == MAX_REQUIREMENTS {
+            return Err(too_big(
+                "field selector",
+                format!("more than {MAX_REQUIREMENTS} requirements"),
+            ));
+        }
         let (k, op) = if let Some((k, v)) = req.split_once("!=") {
             (k, Op::NotEq(v.trim().to_string()))
         } else if let Some((k, v)) = req.split_once("==").or_else(|| req.split_once('=')) {
@@ -278,6 +308,13 @@ fn parse_fields(s: &str) -> Result<Vec<(String, Op)>, ApiError> {
 impl Selector {
     /// Parses the two query parameters; absent or empty means "everything".
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, ApiError> {
+        for (which, s) in [("label selector", labels), ("field selector", fields)] {
+            if let Some(s) = s
+                && s.len() > MAX_SELECTOR_BYTES
+            {
+                return Err(too_big(which, format!("{} bytes", s.len())));
+            }
+        }
         let labels = match labels.filter(|l| !l.trim().is_empty()) {
             None => Vec::new(),
             Some(l) => Parser {
@@ -294,14 +331,18 @@ impl Selector {
         Ok(Selector { labels, fields })
     }
 
+    /// What matching one object costs, in requirement checks (at least 1).
+    pub fn cost(&self) -> usize {
+        1 + self.labels.len() + self.fields.len()
+    }
+
     /// Whether the selector selects everything.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
     /// Whether the object satisfies every requirement.
-    pub fn matches(&self, obj: &Value) -> bool {
-        let meta = &obj["metadata"];
+    pub fn matches(&self, meta: &Meta) -> bool {
         let check = |have: Option<&str>, op: &Op| match op {
             Op::Eq(v) => have == Some(v.as_str()),
             Op::NotEq(v) => have != Some(v.as_str()),
@@ -316,12 +357,13 @@ impl Selector {
                 .and_then(|h| h.parse::<i64>().ok())
                 .is_some_and(|h| h < *n),
         };
-        self.labels
-            .iter()
-            .all(|(k, op)| check(meta["labels"][k.as_str()].as_str(), op))
+        self.labels.iter().all(|(k, op)| check(meta.label(k), op))
             && self.fields.iter().all(|(k, op)| {
-                let field = k.strip_prefix("metadata.").unwrap_or(k);
-                check(meta[field].as_str(), op)
+                let have = match k.as_str() {
+                    "metadata.name" => &meta.name,
+                    _ => &meta.namespace,
+                };
+                check(Some(have), op)
             })
     }
 }
@@ -329,10 +371,12 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn obj(labels: Value) -> Value {
-        json!({"metadata": {"name": "a", "namespace": "n", "labels": labels}})
+    fn obj(labels: Value) -> Meta {
+        let v = json!({"metadata": {"name": "a", "namespace": "n", "labels": labels}});
+        let stored = crate::apiserver::storage::Stored::for_test(v, 1);
+        std::sync::Arc::try_unwrap(stored).unwrap().meta
     }
 
     fn sel(s: &str) -> Selector {
@@ -386,6 +430,26 @@ mod tests {
     }
 
     #[test]
+    fn selectors_over_the_caps_are_400_and_say_why() {
+        let many = (0..=MAX_REQUIREMENTS)
+            .map(|i| format!("k{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = Selector::parse(Some(&many), None).unwrap_err();
+        assert!(e.message.contains("requirements"), "{}", e.message);
+        let fields = vec!["metadata.name=a"; MAX_REQUIREMENTS + 1].join(",");
+        assert_eq!(Selector::parse(None, Some(&fields)).unwrap_err().code, 400);
+        let long = format!("k in ({})", vec!["v"; MAX_SELECTOR_BYTES / 2].join(","));
+        let e = Selector::parse(Some(&long), None).unwrap_err();
+        assert!(e.message.contains("bytes"), "{}", e.message);
+        let at_cap = (0..MAX_REQUIREMENTS)
+            .map(|i| format!("k{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(Selector::parse(Some(&at_cap), None).is_ok());
+    }
+
+    #[test]
     fn field_selectors_support_name_and_namespace_only() {
         let s = Selector::parse(None, Some("metadata.name=a,metadata.namespace!=m")).unwrap();
         assert!(s.matches(&obj(json!({}))));
@@ -393,5 +457,31 @@ mod tests {
             Selector::parse(None, Some("spec.x=1")).unwrap_err().code,
             400
         );
+    }
+}
+
+/// Requirement checks a task may run before it gives other tasks a turn.
+pub(crate) const CHECKS_PER_TURN: usize = 4096;
+
+/// Counts the matching work of one request and yields to the runtime whenever it has done
+/// [`CHECKS_PER_TURN`] requirement checks, so that one request's selector cannot hold a worker
+/// thread for long whatever the number of objects. Without a selector there is nothing to
+/// count and it never yields.
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    spent: usize,
+}
+
+impl Turns {
+    /// Charges one match of `selector`; yields if the turn is used up.
+    pub async fn matched(&mut self, selector: &Selector) {
+        if selector.is_empty() {
+            return;
+        }
+        self.spent += selector.cost();
+        if self.spent >= CHECKS_PER_TURN {
+            self.spent = 0;
+            tokio::task::yield_now().await;
+        }
     }
 }

@@ -14,7 +14,7 @@
 //! 1. A name that passes [`object_name`] is a valid path segment: it can be read, replaced and
 //!    deleted through the REST paths (no `/`, no `%`, not `.` or `..`).
 //! 2. [`generated_name`] only appends `[0-9a-z]` to a base of at most
-//!    [`MAX_GENERATED_NAME_BASE`] bytes, so a base that passes [`object_meta`] yields a name of
+//!    [`MAX_GENERATED_NAME_BASE`] bytes, so a base that passes [`object_meta_of`] yields a name of
 //!    at most 63 bytes that passes [`object_name`].
 //!
 //! # Differences from upstream
@@ -92,6 +92,40 @@ pub(crate) fn object_name(name: &str, prefix: bool) -> Option<String> {
              (a-z, 0-9, '-' and '.', starting and ending with an alphanumeric character)"
         )
     })
+}
+
+/// `NameIsDNSLabel`: the rule for Namespace names (keeps I1, since a label is a subdomain).
+pub(crate) fn label_name(name: &str, prefix: bool) -> Option<String> {
+    let checked = if prefix {
+        mask_trailing_dash(name)
+    } else {
+        name.to_string()
+    };
+    (!is_dns1123_label(&checked)).then(|| {
+        format!(
+            "{name:?} must be a lowercase RFC 1123 label of at most 63 characters \
+             (a-z, 0-9 and '-', starting and ending with an alphanumeric character)"
+        )
+    })
+}
+
+/// How a kind's names are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// `NameIsDNSSubdomain` (ConfigMaps, custom resources).
+    Subdomain,
+    /// `NameIsDNSLabel` (Namespaces).
+    Label,
+}
+
+impl NameRule {
+    /// `None` if `name` (or a `generateName` prefix, if `prefix`) passes the rule.
+    pub fn check(self, name: &str, prefix: bool) -> Option<String> {
+        match self {
+            NameRule::Subdomain => object_name(name, prefix),
+            NameRule::Label => label_name(name, prefix),
+        }
+    }
 }
 
 /// `ValidateNamespaceName` (`NameIsDNSLabel`).
@@ -232,12 +266,24 @@ fn owner_references(v: &Value, causes: &mut Vec<Cause>) {
 /// `ValidateObjectMetaAccessor` for a namespaced object, after name generation. `name` may be
 /// empty only when `generateName` is set (the name is generated at commit); `generateName` is
 /// checked when `check_generate_name` (a create).
+#[cfg(test)]
 pub(crate) fn object_meta(meta: &Value, check_generate_name: bool) -> Vec<Cause> {
+    object_meta_of(meta, check_generate_name, true, NameRule::Subdomain)
+}
+
+/// `ValidateObjectMetaAccessor` for a kind that is `namespaced` or not (a cluster-scoped object has no
+/// namespace), whose names follow `rule`.
+pub(crate) fn object_meta_of(
+    meta: &Value,
+    check_generate_name: bool,
+    namespaced: bool,
+    rule: NameRule,
+) -> Vec<Cause> {
     let mut causes = Vec::new();
     let generate = meta["generateName"].as_str().unwrap_or_default();
     if check_generate_name
         && !generate.is_empty()
-        && let Some(m) = object_name(generate, true)
+        && let Some(m) = rule.check(generate, true)
     {
         causes.push(("metadata.generateName", m));
     }
@@ -247,18 +293,23 @@ pub(crate) fn object_meta(meta: &Value, check_generate_name: bool) -> Vec<Cause>
         }
         "" => {}
         name => {
-            if let Some(m) = object_name(name, false) {
+            if let Some(m) = rule.check(name, false) {
                 causes.push(("metadata.name", m));
             }
         }
     }
     match meta["namespace"].as_str().unwrap_or_default() {
-        "" => causes.push(("metadata.namespace", "namespace is required".into())),
-        ns => {
+        "" if namespaced => causes.push(("metadata.namespace", "namespace is required".into())),
+        "" => {}
+        ns if namespaced => {
             if let Some(m) = namespace_name(ns) {
                 causes.push(("metadata.namespace", m));
             }
         }
+        _ => causes.push((
+            "metadata.namespace",
+            "not allowed on this type: it is cluster-scoped".into(),
+        )),
     }
     if meta["generation"].as_i64().is_some_and(|g| g < 0) {
         causes.push((

@@ -20,9 +20,11 @@
 //!    filtered out); every bookmark carries `pos`, so resuming from a bookmark loses nothing.
 //! 3. Every event is serialised once by storage; a watcher only frames it.
 //! 4. A watcher buffers nothing of its own: it reads at most [`EVENT_BATCH`] events (and
-//!    [`INITIAL_CHUNK`] initial objects) per chunk from shared storage, and the next chunk is
-//!    read only when the client has taken the previous one. It holds one of the server's
-//!    `max_watches` permits until it ends.
+//!    [`INITIAL_CHUNK`] initial objects, read from storage a batch at a time at the revision
+//!    the watch started from) per step from shared storage, frames them with a `Chunker`
+//!    (large objects are shared, not copied: at most `CHUNK_BYTES` of copied framing and small
+//!    objects per chunk), and reads the next batch only when the client has taken the previous
+//!    chunks. It holds one of the server's `max_watches` permits until it ends.
 //!
 //! # Concurrency
 //! The storage lock is taken only to read a batch of events or the initial state; filtering
@@ -53,9 +55,10 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::errors::ApiError;
+use super::frames::Chunker;
 use super::kinds::KINDS;
-use super::selector::Selector;
-use super::storage::{Event, EventType, Stored};
+use super::selector::{Selector, Turns};
+use super::storage::{Event, EventType, Key, Stored};
 
 /// What a watch asks for, parsed from the query.
 #[derive(Debug)]
@@ -79,6 +82,16 @@ fn frame(buf: &mut BytesMut, ty: &str, obj: &[u8]) {
     buf.put_slice(b"\",\"object\":");
     buf.put_slice(obj);
     buf.put_slice(b"}\n");
+}
+
+/// Frames one event of a stored object: the object's bytes are shared, not copied, when large
+/// (keeps I3, I4).
+fn frame_shared(out: &mut Chunker, ty: &str, obj: &Stored) {
+    out.copy(b"{\"type\":\"");
+    out.copy(ty.as_bytes());
+    out.copy(b"\",\"object\":");
+    out.share(&obj.json);
+    out.copy(b"}\n");
 }
 
 fn bookmark(kind: usize, rv: u64, initial_end: bool) -> Bytes {
@@ -113,13 +126,13 @@ impl WatchRequest {
         let ns_ok = self
             .namespace
             .as_deref()
-            .is_none_or(|ns| obj.value["metadata"]["namespace"] == ns);
-        ns_ok && (self.selector.is_empty() || self.selector.matches(&obj.value))
+            .is_none_or(|ns| &*obj.meta.namespace == ns);
+        ns_ok && (self.selector.is_empty() || self.selector.matches(&obj.meta))
     }
 
     /// Frames `e` for this watcher, if it sees it. An object that starts or stops matching the
     /// selector is seen as ADDED or DELETED, as the apiserver's filtered watch does.
-    fn frame_event(&self, buf: &mut BytesMut, e: &Event) {
+    fn frame_event(&self, out: &mut Chunker, e: &Event) {
         if e.hidden || e.kind != self.kind {
             return;
         }
@@ -136,7 +149,7 @@ impl WatchRequest {
             },
             _ => return,
         };
-        frame(buf, ty.as_str(), &e.obj.json);
+        frame_shared(out, ty.as_str(), &e.obj);
     }
 }
 
@@ -193,36 +206,69 @@ pub(crate) fn stream(
         let mut tick = tokio::time::interval_at(Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut bookmarks_seen = start.bookmarks;
-        let initial = {
+        // The state to start from: the objects at the head now, read a batch at a time
+        // (keeps I4), or a revision to replay the history after.
+        let (start_rv, replay_initial) = {
             let st = shared.storage.lock();
             match req.from {
-                None => st
-                    .list(req.kind, req.namespace.as_deref(), None, None, None)
-                    .map(|p| (p.items, p.rv)),
-                Some(rv) => st.check_readable(rv.min(st.head())).map(|()| (Vec::new(), rv)),
+                None => (Ok(st.head()), true),
+                Some(rv) => (st.check_readable(rv.min(st.head())).map(|()| rv), false),
             }
         };
-        let mut pos = match initial {
+        let mut pos = match start_rv {
             Err(e) => {
                 yield Ok(error_event(&e));
                 return;
             }
-            Ok((items, rv)) => {
-                for chunk in items.chunks(INITIAL_CHUNK) {
-                    let mut buf = BytesMut::new();
-                    for o in chunk.iter().filter(|o| req.in_scope(o)) {
-                        frame(&mut buf, "ADDED", &o.json);
-                    }
-                    if !buf.is_empty() {
-                        yield Ok(buf.freeze());
-                    }
-                }
-                if req.send_initial {
-                    yield Ok(bookmark(req.kind, rv, true));
-                }
-                rv
-            }
+            Ok(rv) => rv,
         };
+        // Matching work yields to other tasks a turn at a time (keeps the server responsive
+        // whatever the selector and the number of objects).
+        let mut turns = Turns::default();
+        if replay_initial {
+            let mut after: Option<Key> = None;
+            loop {
+                let batch = shared.storage.lock().scan(
+                    req.kind,
+                    req.namespace.as_deref(),
+                    pos,
+                    after.as_ref(),
+                    INITIAL_CHUNK,
+                    usize::MAX,
+                );
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Compacted past the initial state before it was sent: a 410, as when
+                        // the watch cache can no longer serve the revision.
+                        yield Ok(error_event(&e));
+                        return;
+                    }
+                };
+                let mut out = Chunker::default();
+                for o in &batch.items {
+                    if req.in_scope(o) {
+                        frame_shared(&mut out, "ADDED", o);
+                        // A completed chunk goes out at once (keeps I4: one chunk of copies).
+                        for chunk in out.take() {
+                            yield Ok(chunk);
+                        }
+                    }
+                    turns.matched(&req.selector).await;
+                }
+                after = batch.items.last().map(|o| o.key());
+                out.flush();
+                for chunk in out.take() {
+                    yield Ok(chunk);
+                }
+                if !batch.more {
+                    break;
+                }
+            }
+            if req.send_initial {
+                yield Ok(bookmark(req.kind, pos, true));
+            }
+        }
         let mut want_bookmark = false;
         loop {
             // Deliver what follows `pos` (at first: the history a resumed watch replays), one
@@ -235,19 +281,26 @@ pub(crate) fn stream(
                     return;
                 }
                 Ok(events) => {
-                    let mut buf = BytesMut::new();
+                    let mut out = Chunker::default();
                     for e in &events {
-                        req.frame_event(&mut buf, e);
+                        req.frame_event(&mut out, e);
+                        for chunk in out.take() {
+                            yield Ok(chunk);
+                        }
+                        turns.matched(&req.selector).await;
+                        turns.matched(&req.selector).await;
                     }
                     if let Some(last) = events.last() {
                         pos = pos.max(last.rv); // keeps I2
                     }
+                    drop(events);
                     if want_bookmark && req.bookmarks {
-                        buf.put_slice(&bookmark(req.kind, pos, false));
+                        out.copy(&bookmark(req.kind, pos, false));
                     }
                     want_bookmark = false;
-                    if !buf.is_empty() {
-                        yield Ok(buf.freeze());
+                    out.flush();
+                    for chunk in out.take() {
+                        yield Ok(chunk);
                     }
                 }
             }

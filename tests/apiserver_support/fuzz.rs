@@ -37,6 +37,8 @@ pub enum Target {
     Selector,
     /// A request path, percent-escapes and all.
     Path,
+    /// A YAML object body (create, update, status update).
+    Yaml,
 }
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -204,7 +206,7 @@ pub fn build(target: Target, data: &[u8]) -> Option<Request<Full<Bytes>>> {
     let (pick, rest) = data.split_first().map_or((0, data), |(p, r)| (*p, r));
     let seed = format!("{CMS}/seed");
     match target {
-        Target::JsonBody => {
+        Target::JsonBody | Target::Yaml => {
             let (method, path) = match pick % 5 {
                 0 => ("POST", CMS.to_string()),
                 1 => ("POST", WIDGETS.to_string()),
@@ -212,7 +214,12 @@ pub fn build(target: Target, data: &[u8]) -> Option<Request<Full<Bytes>>> {
                 3 => ("PUT", format!("{WIDGETS}/w")),
                 _ => ("PUT", format!("{WIDGETS}/w/status")),
             };
-            request(method, &path, "application/json", rest.to_vec())
+            let ct = if target == Target::Yaml {
+                "application/yaml"
+            } else {
+                "application/json"
+            };
+            request(method, &path, ct, rest.to_vec())
         }
         Target::Protobuf => {
             let body = if pick % 2 == 0 {

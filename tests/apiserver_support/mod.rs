@@ -52,6 +52,20 @@ pub fn widget(name: &str, replicas: i32) -> Widget {
     )
 }
 
+/// Creates the namespace `name` on `server` (only `default` and the `kube-*` ones exist at
+/// start, and a create into a missing namespace is 404, as upstream).
+pub async fn namespace(server: &ApiServer, name: &str) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());
+    let mut ns = k8s_openapi::api::core::v1::Namespace::default();
+    ns.metadata.name = Some(name.into());
+    within(
+        "a namespace create never answered",
+        api.create(&PostParams::default(), &ns),
+    )
+    .await
+    .expect("the namespace was not created");
+}
+
 /// The ConfigMaps API of `ns` on `server`.
 pub fn cms(server: &ApiServer, ns: &str) -> Api<ConfigMap> {
     Api::namespaced(server.client(), ns)

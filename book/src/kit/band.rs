@@ -6,9 +6,10 @@
 //! changes when, and only when, someone moves the band, and that change is reviewed like any
 //! other change of a claim.
 //!
-//! Every band carries its *basis*: one sentence on how it was chosen from measurement (how
-//! many runs, what range was seen, what margin was added and why). A band without a basis
-//! cannot be built.
+//! Every band carries its *basis*. For a band the book's experiments check, that is the file
+//! of runs it was derived from (`book/bases/NAME.tsv`, see [`crate::kit::basis`]), and the band
+//! is the one rule over them; for a band written to illustrate (as below), a sentence. A band
+//! without a basis cannot be built.
 //!
 //! ```
 //! use controlloop_book::kit::band::Band;
@@ -37,7 +38,8 @@ pub struct Band<T> {
     pub lo: T,
     /// Largest accepted value.
     pub hi: T,
-    /// How the band was chosen: the runs measured and the margin added.
+    /// How the band was chosen: the file of runs it was derived from (`book/bases/NAME.tsv`),
+    /// or, for an illustration, a sentence.
     pub basis: &'static str,
 }
 
@@ -83,9 +85,11 @@ impl<T: PartialOrd + Copy + fmt::Display> Band<T> {
         self.lo <= value && value <= self.hi
     }
 
-    /// Checks `value`, returning it wrapped or an [`OutOfBand`] error naming `what`.
+    /// Checks `value`, returning it wrapped or an [`OutOfBand`] error naming `what`. A value
+    /// found inside is noted for this run's claims table ([`checked`]).
     pub fn try_check(&self, what: &str, value: T) -> Result<InBand<T>, OutOfBand> {
         if self.contains(value) {
+            note(self.basis, self.to_string(), value.to_string());
             Ok(InBand { band: *self, value })
         } else {
             Err(OutOfBand {
@@ -106,6 +110,31 @@ impl<T: PartialOrd + Copy + fmt::Display> Band<T> {
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// A value this run found inside a band: the band's basis (which names the band), the band as
+/// printed, and the value as printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// The band's basis.
+    pub basis: &'static str,
+    /// The band, `[lo..=hi]`.
+    pub band: String,
+    /// The value found inside it.
+    pub value: String,
+}
+
+static CHECKED: std::sync::Mutex<Vec<Checked>> = std::sync::Mutex::new(Vec::new());
+
+fn note(basis: &'static str, band: String, value: String) {
+    let mut all = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    all.push(Checked { basis, band, value });
+}
+
+/// Every value this process found inside a band so far, in order (for the claims table
+/// `cargo run` prints: each band's row shows what this run measured against it).
+pub fn checked() -> Vec<Checked> {
+    CHECKED.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 impl<T: fmt::Display> fmt::Display for Band<T> {
@@ -180,6 +209,19 @@ mod tests {
     #[should_panic(expected = "reconciles = 31 is outside its band [20..=28]")]
     fn check_panics_out_of_band() {
         B.check("reconciles", 31);
+    }
+
+    #[test]
+    fn a_value_inside_is_noted_and_one_outside_is_not() {
+        const NOTED: Band<u64> = Band::new(1, 2, "unit test: noted");
+        NOTED.check("x", 2);
+        assert!(NOTED.try_check("x", 3).is_err());
+        let noted: Vec<String> = checked()
+            .into_iter()
+            .filter(|c| c.basis == NOTED.basis)
+            .map(|c| format!("{} {}", c.value, c.band))
+            .collect();
+        assert_eq!(noted, ["2 [1..=2]"]);
     }
 
     #[test]

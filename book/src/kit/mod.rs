@@ -6,7 +6,8 @@
 //!
 //! - [`snap`]: named insta snapshots in the top-level `snapshots/` folder.
 //! - [`band`]: tolerance bands for run-specific numbers, each with its measured basis.
-//! - [`basis`]: bands derived by one rule from runs committed as raw data (the real tier's).
+//! - [`basis`]: a band's runs, committed as a file, and the one rule that derives the band.
+//! - [`claims`]: the table `cargo run` ends with, one row per claim, filled by the run.
 //! - [`measured`]: this run's measured values, written beside a banded table for the site.
 //! - [`moved`]: a snapshot on two upstream releases, and the diff a reviewer sees.
 //! - [`plot`]: the chapters' figures as SVG, each held to what its run draws.
@@ -14,6 +15,7 @@
 
 pub mod band;
 pub mod basis;
+pub mod claims;
 pub mod drills;
 pub mod measured;
 pub mod moved;

@@ -13,8 +13,8 @@
 //! can never disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
 //! experiment stands on the rig, on chapter 07's two designs ([`edge`]) when it runs them, and
 //! on the ports. It takes nothing else from another chapter's module, except the experiment it
-//! compares with: chapter 11 reruns chapter 06's storm (with its parameters and report) and
-//! chapter 04's resync beside kube-runtime, and chapter 13 reruns four experiments of chapters
+//! compares with: chapter 11's three parts rerun chapter 06's storm (with its parameters and
+//! report) and chapter 04's resync beside kube-runtime, and chapter 13 reruns four experiments of chapters
 //! 01, 02 and 04 on both releases.
 //!
 //! [`MODULES`] says which chapter each module serves and whether it pins bands: chapter 10
@@ -68,8 +68,9 @@ pub struct Module {
     pub bands: fn(&'static str) -> Vec<Pinned>,
 }
 
-/// `"NN-name.md" => module` (its experiments pin no band) or `"NN-name.md" => module, BANDS`
-/// (they pin `module::BANDS`, a list of `(name, band)`).
+/// `"NN-name.md" => module` (its experiments pin no band), `"NN-name.md" => module, BANDS`
+/// (they pin `module::BANDS`, a list of `(name, band)`), or `… => module, BANDS = LIST` for a
+/// module that serves several chapters, each with bands of its own (`module::LIST`).
 macro_rules! serves {
     ($chapter:literal => $module:ident) => {
         Module {
@@ -79,17 +80,20 @@ macro_rules! serves {
         }
     };
     ($chapter:literal => $module:ident, BANDS) => {
+        serves!($chapter => $module, BANDS = BANDS)
+    };
+    ($chapter:literal => $module:ident, BANDS = $bands:ident) => {
         Module {
             chapter: $chapter,
             name: stringify!($module),
-            bands: |chapter| bands::pinned(&$module::BANDS[..], chapter),
+            bands: |chapter| bands::pinned($module::$bands, chapter),
         }
     };
 }
 
 /// Every chapter's experiment module, in chapter order.
 pub const MODULES: &[Module] = &[
-    serves!("00-introduction.md" => intro),
+    serves!("00-introduction.md" => intro, BANDS),
     serves!("01-two-small-sets.md" => workqueue, BANDS),
     serves!("02-forget-is-not-done.md" => workqueue),
     serves!("03-realfifo.md" => fifo),
@@ -100,7 +104,9 @@ pub const MODULES: &[Module] = &[
     serves!("08-where-the-rule-is-written.md" => status_hatch),
     serves!("09-spoken-drills.md" => drills),
     serves!("10-what-varies.md" => bands),
-    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS),
+    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS = STORM_BANDS),
+    serves!("11-what-differs-on-kube-rs.md" => kube_runtime),
+    serves!("11-what-running-kube-rs-found.md" => kube_runtime, BANDS = FINDINGS_BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
     serves!("14-on-a-real-api-server.md" => real_server, BANDS),

@@ -141,8 +141,15 @@ chapters! {
         ch10_bands => experiment,
     ],
     ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" in kube_runtime [
-        ch11_virtual => run_virtual,
-        ch11_real => run_real,
+        ch11_storm => run_storm,
+        ch11_storm_real => run_storm_real,
+    ],
+    ch11_what_differs_on_kube_rs = "11-what-differs-on-kube-rs.md" in kube_runtime [
+        ch11_semantics => run_semantics,
+    ],
+    ch11_what_running_kube_rs_found = "11-what-running-kube-rs-found.md" in kube_runtime [
+        ch11_findings => run_findings,
+        ch11_findings_real => run_findings_real,
     ],
     ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
         faults => experiment,
@@ -159,6 +166,7 @@ chapters! {
         ch14_compaction,
         ch14_relists,
     ],
+    ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

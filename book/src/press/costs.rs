@@ -394,10 +394,7 @@ pub struct RunInfo {
 
 /// The 1-minute load average now, from `/proc/loadavg` ("unknown" where there is none).
 pub fn load_average() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".to_owned())
+    crate::kit::basis::load_average().map_or_else(|| "unknown".to_owned(), |l| l.to_string())
 }
 
 impl RunInfo {

@@ -16,8 +16,8 @@
 //! 2. The storage lock is held only for storage calls: decoding, patching, selector matching
 //!    and serialisation run outside it. A patch is a read-modify-write: it reads the object,
 //!    patches a copy without the lock, and commits only if the object is still at the
-//!    resourceVersion it read, retrying a bounded number of times otherwise (as kube-apiserver's
-//!    `GuaranteedUpdate` does).
+//!    resourceVersion it read, and otherwise reads and patches again, without a bound on
+//!    attempts but within the request deadline (as kube-apiserver's `GuaranteedUpdate` does).
 //! 3. Every number taken from a request is parsed into a range that no later arithmetic can
 //!    overflow: counts saturate, durations use checked instants.
 //!
@@ -30,6 +30,7 @@ mod reads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -41,16 +42,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use super::controls::{Failure, RequestRecord};
-use super::errors::{ApiError, group_resource};
+use super::errors::ApiError;
 use super::kinds::{KINDS, Kind};
 use super::patch::{Patch, PatchType};
 use super::storage::{Preconditions, Stored, UpdateMode};
 use super::validation;
-use super::{Cluster, discovery, protobuf};
+use super::{Cluster, discovery, protobuf, yaml};
 use reads::{flag, list, signed, start_watch};
-
-/// How many times a patch is re-applied when the object changed under it (keeps I2).
-const MAX_PATCH_ATTEMPTS: usize = 5;
 
 /// The router's single entry point: faults, dispatch, request log.
 pub(crate) async fn entry(State(cluster): State<Cluster>, req: Request) -> Response {
@@ -130,12 +128,27 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
     };
     let (namespace, plural, name, sub) = match rest {
         [plural] => (None, *plural, None, None),
+        // A namespace itself and its subresources (`status`, `finalize`): no resource is
+        // called so, which tells them from `/namespaces/{ns}/{resource}`.
+        ["namespaces", name] => (None, "namespaces", Some(*name), None),
+        ["namespaces", name, sub @ ("status" | "finalize")] => {
+            (None, "namespaces", Some(*name), Some(*sub))
+        }
         ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
         ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
         ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return Err(ApiError::no_such_path(path)),
     };
     let kind = Kind::find(group, version, plural).ok_or_else(|| ApiError::no_such_path(path))?;
+    // A namespaced object is addressed inside its namespace, a cluster-scoped one outside any;
+    // a cluster-scoped kind's objects are stored under the empty namespace.
+    let namespace = match (KINDS[kind].namespaced, namespace, name) {
+        (true, None, Some(_)) | (false, Some(_), _) => return Err(ApiError::no_such_path(path)),
+        (true, ns, _) => ns,
+        (false, None, _) => Some(""),
+    };
     let status = match sub {
         None => false,
         Some("status") if KINDS[kind].status_subresource => true,
@@ -183,12 +196,39 @@ async fn dispatch(
     req: Request,
 ) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
+    // No resource here has a CONNECT subresource (exec, attach, port-forward and proxy are
+    // for pods, nodes and services), so CONNECT is 405 wherever it points, the root and a
+    // bare `host:port` (which names no path) included.
+    if req.method() == Method::CONNECT {
+        return Err(ApiError::method_not_allowed(
+            "CONNECT",
+            req.uri().to_string().as_str(),
+        ));
+    }
     if segments.is_empty() {
-        let paths = ["/api", "/api/v1", "/apis", "/version"];
+        if req.method() != Method::GET {
+            return Err(ApiError::method_not_allowed(req.method().as_str(), "/"));
+        }
+        let paths = [
+            "/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version",
+        ];
         return Ok(json_response(
             StatusCode::OK,
             serde_json::to_vec(&serde_json::json!({"paths": paths})).expect("json"),
         ));
+    }
+    // The health endpoints kube-apiserver serves, as plain text: this server is ready as soon
+    // as it answers.
+    if let ["readyz" | "livez" | "healthz"] = segments {
+        if req.method() != Method::GET {
+            return Err(ApiError::method_not_allowed(req.method().as_str(), &path));
+        }
+        let mut r = (StatusCode::OK, "ok").into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return Ok(r);
     }
     let doc = discovery::document(segments, &cluster.shared.address.lock());
     if let Some(doc) = doc {
@@ -202,12 +242,16 @@ async fn dispatch(
     }
     let t = route(segments, &path)?;
     let q = query_map(req.uri().query());
-    if q.contains_key("dryRun") {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this server",
-        ));
-    }
     let method = req.method().clone();
+    // `dryRun` is a write's option (CreateOptions, UpdateOptions, PatchOptions, DeleteOptions);
+    // reads ignore it, as upstream's parameter codec ignores parameters a verb does not take.
+    let dry_run = match method {
+        Method::POST => dry_run(req.uri().query(), "CreateOptions")?,
+        Method::PUT => dry_run(req.uri().query(), "UpdateOptions")?,
+        Method::PATCH => dry_run(req.uri().query(), "PatchOptions")?,
+        Method::DELETE => dry_run(req.uri().query(), "DeleteOptions")?,
+        _ => false,
+    };
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -220,9 +264,12 @@ async fn dispatch(
         .to_string();
     let k = &KINDS[t.kind];
     if matches!(method, Method::POST | Method::PUT)
-        && !matches!(content_type.as_str(), "application/json" | PROTOBUF)
+        && !matches!(content_type.as_str(), "application/json" | YAML | PROTOBUF)
     {
-        return Err(ApiError::unsupported_media_type(&content_type));
+        return Err(ApiError::unsupported_media_type_because(
+            &content_type,
+            "accepted body types: application/json, application/yaml, and for ConfigMaps application/vnd.kubernetes.protobuf",
+        ));
     }
     let mode = if t.status {
         UpdateMode::Status
@@ -234,14 +281,20 @@ async fn dispatch(
             if flag(&q, "watch")? {
                 start_watch(cluster, t.kind, ns, &q)
             } else {
-                list(cluster, t.kind, ns, &q)
+                list(cluster, t.kind, ns, &q).await
             }
         }
         (&Method::POST, Some(ns), None) => {
             let body = read_object(cluster, req, k).await?;
             let obj = k.prepare(ns, None, body)?;
             let now = cluster.now();
-            let stored = cluster.write(|st| st.create(t.kind, obj, now, false))?;
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.create(t.kind, obj, now, false))
+                } else {
+                    st.create(t.kind, obj, now, false)
+                }
+            })?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
         (&Method::GET, Some(ns), Some(name)) => {
@@ -252,41 +305,44 @@ async fn dispatch(
         (&Method::PUT, Some(ns), Some(name)) => {
             let body = read_object(cluster, req, k).await?;
             let obj = k.prepare(ns, Some(name), body)?;
-            let stored = cluster.write(|st| st.update(t.kind, obj, mode))?;
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.update(t.kind, obj, mode))
+                } else {
+                    st.update(t.kind, obj, mode)
+                }
+            })?;
             Ok(object_response(StatusCode::OK, &stored))
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
-            let apply = patch_type == PatchType::Apply;
-            if apply && q.get("fieldManager").is_none_or(|f| f.is_empty()) {
-                return Err(ApiError::required_option(
-                    "PatchOptions",
-                    "fieldManager",
-                    "is required for apply patch",
-                ));
-            }
             let patch = patch_type.parse(read_json(cluster, req).await?)?;
-            let (stored, created) = patch_object(cluster, &t, ns, name, &patch, apply, mode)?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(object_response(code, &stored))
+            let stored = patch_object(cluster, &t, ns, name, &patch, mode, dry_run).await?;
+            Ok(object_response(StatusCode::OK, &stored))
         }
         (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
             let body = read_body(cluster, req).await?;
-            let pre = delete_options(&body, &q)?;
+            let (pre, cascade, body_dry_run) = delete_options(&body, &q)?;
+            let dry_run = dry_run || body_dry_run;
             let now = cluster.now();
-            let stored = cluster.write(|st| st.delete(t.kind, ns, name, &pre, now))?;
-            let pending = !stored.value["metadata"]["deletionTimestamp"].is_null()
+            let stored = cluster.write(|st| {
+                if dry_run {
+                    st.dry_run(|st| st.delete(t.kind, ns, name, &pre, now))
+                } else {
+                    st.delete(t.kind, ns, name, &pre, now)
+                }
+            })?;
+            // Upstream answers 200 whether the object is gone or only marked deleted, except
+            // that a delete asking for cascading (`orphanDependents: false`) that did not
+            // remove the object at once is 202 (`endpoints/handlers/delete.go`).
+            let pending = stored.meta.deleting
                 && cluster
                     .shared
                     .storage
                     .lock()
                     .get(t.kind, ns, name)
                     .is_some();
-            let code = if pending {
+            let code = if pending && cascade {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
@@ -297,89 +353,107 @@ async fn dispatch(
     }
 }
 
-/// What one read-modify-write attempt of a patch ended in.
-enum Attempt {
-    Done(Arc<Stored>, bool),
-    /// The object changed (or appeared) between the read and the commit: read again.
-    Stale,
-}
+/// The first pause after a patch found the object changed under it; it doubles with every
+/// further attempt, up to [`PATCH_BACKOFF_MAX`].
+const PATCH_BACKOFF: Duration = Duration::from_millis(1);
+
+/// The longest pause between two attempts of a patch.
+const PATCH_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// Applies `patch` to the object without holding the storage lock, and commits it only if
 /// the object is still the one it read (keeps I2; patch I3).
 ///
-/// A server-side `apply` creates a missing object (upstream's apply does, and no other
-/// manager can own its fields yet); an apply to an existing object is 501 NotImplemented,
-/// because nothing here records field ownership (`metadata.managedFields`): a merge in its
-/// place would let a second manager silently take a field kube-apiserver refuses it with
-/// 409 Conflict, and `force=true` would keep fields the applier no longer sets.
-fn patch_object(
+/// As kube-apiserver's `GuaranteedUpdate`, a patch that carries no resourceVersion
+/// precondition is re-applied to the new object for as long as the object keeps changing
+/// under it: there is no bound on attempts, only the request deadline (`request_timeout`,
+/// then 504). Attempts after the first wait a little, doubling each time, so that writers
+/// racing for one object spread out. A patch that sets `metadata.resourceVersion` is a
+/// precondition: storage answers 409 once the object has moved past it.
+async fn patch_object(
     cluster: &Cluster,
     t: &Target,
     ns: &str,
     name: &str,
     patch: &Patch,
-    apply: bool,
     mode: UpdateMode,
-) -> Result<(Arc<Stored>, bool), ApiError> {
+    dry_run: bool,
+) -> Result<Arc<Stored>, ApiError> {
     let k = &KINDS[t.kind];
-    let create = apply && !t.status;
-    for _ in 0..MAX_PATCH_ATTEMPTS {
+    let deadline = tokio::time::Instant::now().checked_add(cluster.shared.options.request_timeout);
+    let mut pause = PATCH_BACKOFF;
+    loop {
         let read = cluster.shared.storage.lock().get(t.kind, ns, name);
-        let now = cluster.now();
-        let attempt = match read {
-            None if create => {
-                let Patch::Merge(body) = patch else {
-                    unreachable!("apply patches parse as merge patches")
-                };
-                let obj = k.prepare(ns, Some(name), body.clone())?;
-                cluster.write(|st| {
-                    if st.get(t.kind, ns, name).is_some() {
-                        return Ok(Attempt::Stale);
-                    }
-                    st.create(t.kind, obj, now, false)
-                        .map(|s| Attempt::Done(s, true))
-                })?
-            }
-            None => return Err(ApiError::not_found(k.group, k.plural, name)),
-            Some(_) if apply => {
-                return Err(ApiError::not_implemented(format!(
-                    "server-side apply to an existing object is not implemented by the embedded \
-                     API server: it records no field ownership (metadata.managedFields), so it \
-                     cannot tell another manager's field (409 Conflict) from this one's; send a \
-                     merge patch (application/merge-patch+json) to change {} \"{name}\"",
-                    group_resource(k.group, k.plural)
-                )));
-            }
-            Some(cur) => {
-                let patched = patch.apply(cur.value.clone(), k, name)?;
-                let obj = k.prepare(ns, Some(name), patched)?;
-                cluster.write(|st| {
-                    if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
-                        return Ok(Attempt::Stale);
-                    }
-                    st.update(t.kind, obj, mode)
-                        .map(|s| Attempt::Done(s, false))
-                })?
-            }
+        let Some(cur) = read else {
+            return Err(ApiError::not_found(k.group, k.plural, name));
         };
-        if let Attempt::Done(stored, created) = attempt {
-            return Ok((stored, created));
+        let patched = patch.apply(cur.value(), k, name)?;
+        let obj = k.prepare(ns, Some(name), patched)?;
+        let done = cluster.write(|st| {
+            if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
+                return Ok(None); // changed between the read and the commit: read again
+            }
+            if dry_run {
+                st.dry_run(|st| st.update(t.kind, obj, mode)).map(Some)
+            } else {
+                st.update(t.kind, obj, mode).map(Some)
+            }
+        })?;
+        if let Some(stored) = done {
+            return Ok(stored);
         }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() + pause >= d) {
+            return Err(ApiError::timeout(format!(
+                "the patch could not be applied within {:?}: the object kept changing",
+                cluster.shared.options.request_timeout
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(PATCH_BACKOFF_MAX);
     }
-    Err(ApiError::conflict(
-        k.group,
-        k.plural,
-        name,
-        format!(
-            "the object kept changing while the patch was applied ({MAX_PATCH_ATTEMPTS} attempts)"
-        ),
+}
+
+/// The values `dryRun` may take (`ValidateDryRun`): only `All`.
+const DRY_RUN_ALL: &str = "All";
+
+/// Whether the query asks for a dry run: every `dryRun` value must be `All` (422 otherwise, on
+/// the verb's options kind, as `ValidateDryRun` answers). A repeated parameter counts every
+/// value.
+fn dry_run(query: Option<&str>, options: &str) -> Result<bool, ApiError> {
+    let mut asked = false;
+    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if k != "dryRun" {
+            continue;
+        }
+        check_dry_run(&v, options)?;
+        asked = true;
+    }
+    Ok(asked)
+}
+
+fn check_dry_run(value: &str, options: &str) -> Result<(), ApiError> {
+    if value == DRY_RUN_ALL {
+        return Ok(());
+    }
+    Err(ApiError::invalid_with_reason(
+        "meta.k8s.io",
+        options,
+        "",
+        "FieldValueNotSupported",
+        &[(
+            "dryRun",
+            format!("Unsupported value: {value:?}: supported values: {DRY_RUN_ALL:?}"),
+        )],
     ))
 }
 
 /// `DeleteOptions` from the body, or else from the query, validated as
-/// `ValidateDeleteOptions` does (422). Only the preconditions have an effect: the served kinds
-/// have no graceful deletion and no dependents.
-fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditions, ApiError> {
+/// `ValidateDeleteOptions` does (422): the preconditions, whether the delete asks for
+/// cascading (`orphanDependents: false`), and whether the body asks for a dry run. Nothing else
+/// has an effect: the served kinds have no graceful deletion and no dependents.
+fn delete_options(
+    body: &[u8],
+    q: &HashMap<String, String>,
+) -> Result<(Preconditions, bool, bool), ApiError> {
     let opts: DeleteOptions = if body.is_empty() {
         DeleteOptions {
             grace_period_seconds: signed(q, "gracePeriodSeconds")?,
@@ -391,13 +465,25 @@ fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditi
             ..Default::default()
         }
     } else {
-        serde_json::from_slice(body)
+        let raw: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?;
+        // Upstream decodes the body with the meta group's codecs, which know no other kind:
+        // a body of another kind (a whole object, say) is a 400, never read as options.
+        match raw.get("kind") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(k)) if k.is_empty() || k == "DeleteOptions" => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "the body of a delete must be DeleteOptions, not kind {other}"
+                )));
+            }
+        }
+        serde_json::from_value(raw)
             .map_err(|e| ApiError::bad_request(format!("malformed DeleteOptions: {e}")))?
     };
-    if opts.dry_run.as_ref().is_some_and(|d| !d.is_empty()) {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this server",
-        ));
+    let dry_run = opts.dry_run.clone().unwrap_or_default();
+    for v in &dry_run {
+        check_dry_run(v, "DeleteOptions")?;
     }
     let mut causes = Vec::new();
     if opts.orphan_dependents.is_some() && opts.propagation_policy.is_some() {
@@ -423,10 +509,15 @@ fn delete_options(body: &[u8], q: &HashMap<String, String>) -> Result<Preconditi
         ));
     }
     let p = opts.preconditions.unwrap_or_default();
-    Ok(Preconditions {
+    let pre = Preconditions {
         uid: p.uid,
         resource_version: p.resource_version,
-    })
+    };
+    Ok((
+        pre,
+        opts.orphan_dependents == Some(false),
+        !dry_run.is_empty(),
+    ))
 }
 
 /// The body, at most `max_body_bytes` (413) and read within `request_timeout` (504, as
@@ -467,15 +558,23 @@ async fn read_json(cluster: &Cluster, req: Request) -> Result<Value, ApiError> {
 /// The protobuf content type client-go uses for built-in kinds.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
-/// An object body, in JSON or (for ConfigMaps, as kubectl sends them) protobuf.
+/// The YAML content type upstream's serializer accepts for request bodies.
+const YAML: &str = "application/yaml";
+
+/// An object body, in JSON, YAML (see `yaml`) or (for ConfigMaps, as kubectl sends them)
+/// protobuf.
 async fn read_object(cluster: &Cluster, req: Request, k: &Kind) -> Result<Value, ApiError> {
-    let is_protobuf = req
+    let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(PROTOBUF.as_bytes()));
-    if is_protobuf {
+        .map(|v| v.as_bytes().to_vec())
+        .unwrap_or_default();
+    if ct.starts_with(PROTOBUF.as_bytes()) {
         let body = read_body(cluster, req).await?;
         protobuf::decode(k.kind, &body)
+    } else if ct.starts_with(YAML.as_bytes()) {
+        let body = read_body(cluster, req).await?;
+        yaml::decode(&body, cluster.shared.options.max_body_bytes)
     } else {
         read_json(cluster, req).await
     }
@@ -531,7 +630,24 @@ mod tests {
                 .code,
             400
         );
-        let pre = delete_options(br#"{"preconditions": {"uid": "u"}}"#, &q("")).unwrap();
-        assert_eq!(pre.uid.as_deref(), Some("u"));
+        let (pre, cascade, dry) =
+            delete_options(br#"{"preconditions": {"uid": "u"}}"#, &q("")).unwrap();
+        assert_eq!(
+            (pre.uid.as_deref(), cascade, dry),
+            (Some("u"), false, false)
+        );
+        let (_, cascade, dry) =
+            delete_options(br#"{"orphanDependents": false, "dryRun": ["All"]}"#, &q("")).unwrap();
+        assert!(cascade && dry);
+        let e = delete_options(br#"{"dryRun": ["Some"]}"#, &q("")).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            dry_run(Some("dryRun=All&dryRun=x"), "CreateOptions")
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert!(dry_run(Some("dryRun=All"), "CreateOptions").unwrap());
+        assert!(!dry_run(Some("pretty=1"), "CreateOptions").unwrap());
     }
 }

@@ -3,29 +3,38 @@
 //! Follows the apiserver's `endpoints/handlers/get.go` (`ListResource`) and `watch.go`, and
 //! apimachinery's `ListOptions` validation (`resourceVersionMatch`, `sendInitialEvents`).
 //! Parameters are parsed into ranges no later arithmetic can overflow (handlers I3), and the
-//! storage lock is held only to read storage (handlers I2). A long list is sent in chunks of
-//! items, as kube-apiserver's streaming collection encoding (`StreamingCollectionEncodingToJSON`,
-//! on by default since 1.33) sends it, so no response holds a second copy of the whole list.
+//! storage lock is held only to read storage (handlers I2). A list reads storage a batch at a
+//! time at one revision, seeking to the key after the last one read, and a long list streams,
+//! as kube-apiserver's streaming collection encoding (`StreamingCollectionEncodingToJSON`, on
+//! by default since 1.33) sends it: no response holds a copy of the list or of a large object
+//! (module I4). With a `limit`, the page's end is found first (nothing kept but its key), so
+//! that the continue token leads the response as upstream writes it.
+//!
+//! # Differences from upstream
+//! - A streaming list that passes the request deadline, or whose revision is compacted while
+//!   it streams (more than `history` writes during one list), is cut off: the status line is
+//!   already sent, so the connection ends without the closing chunk. Before the first byte,
+//!   either is a `Status` (504, 410).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::json_response;
-use crate::apiserver::Cluster;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::frames::Chunker;
 use crate::apiserver::kinds::KINDS;
-use crate::apiserver::selector::Selector;
-use crate::apiserver::storage::{Key, Stored};
+use crate::apiserver::selector::{Selector, Turns};
+use crate::apiserver::storage::{Batch, Key, Stored, parse_revision};
 use crate::apiserver::watch::{self, WatchRequest};
+use crate::apiserver::{Cluster, Shared};
 
 /// Default watch timeout when the client sends none (upstream picks 30–60 min at random).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -74,9 +83,9 @@ fn selector(q: &HashMap<String, String>) -> Result<Selector, ApiError> {
 fn resource_version(q: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
     match q.get("resourceVersion").map(String::as_str).unwrap_or("") {
         "" => Ok(None),
-        r => r.parse::<u64>().map(Some).map_err(|_| {
+        r => parse_revision(r).map(Some).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "resourceVersion {r:?} is not a valid resource version"
+                "resourceVersion {r:?} is not a valid resource version (decimal digits only)"
             ))
         }),
     }
@@ -118,7 +127,7 @@ fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
     Ok((rv, (ns, name)))
 }
 
-pub(super) fn list(
+pub(super) async fn list(
     cluster: &Cluster,
     kind: usize,
     ns: Option<&str>,
@@ -183,66 +192,254 @@ pub(super) fn list(
             }
         }
     };
-    // Keeps I2: with a selector, storage hands over the whole range and the matching runs
-    // after the lock is released.
-    let page = if selector.is_empty() {
+    // The revision the whole list reads at: the one asked for, the continue token's, or the
+    // head now. Compacted (410) and future (504) revisions are refused before any byte is sent.
+    let rv = {
         let st = cluster.shared.storage.lock();
-        st.list(kind, ns, at, after.as_ref(), limit)?
-    } else {
-        let all = {
-            let st = cluster.shared.storage.lock();
-            st.list(kind, ns, at, after.as_ref(), None)?
-        };
-        all.select(limit, |o| selector.matches(&o.value))
+        let rv = at.unwrap_or(st.head());
+        st.check_readable(rv)?;
+        rv
+    };
+    let deadline = Instant::now().checked_add(cluster.shared.options.request_timeout);
+    let cursor = Cursor {
+        shared: Arc::clone(&cluster.shared),
+        kind,
+        ns: ns.map(str::to_string),
+        rv,
+        selector,
+        deadline,
+    };
+    // With a limit, the page's last item is found first (keys only, nothing kept), so that
+    // the continue token can lead the response as upstream writes it.
+    let (end, token) = match limit.filter(|l| *l > 0) {
+        Some(limit) => match cursor.nth_match(after.clone(), limit).await? {
+            Some(last) => {
+                let more = cursor.any_match_after(&last).await?;
+                let token = more.then(|| encode_continue(rv, &last));
+                (more.then_some(last), token)
+            }
+            None => (None, None),
+        },
+        None => (None, None),
     };
     let k = &KINDS[kind];
-    let mut meta = serde_json::json!({"resourceVersion": page.rv.to_string()});
-    if let Some(key) = &page.continue_after {
-        meta["continue"] = Value::String(encode_continue(page.rv, key));
+    let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
+    if let Some(token) = token {
+        meta["continue"] = Value::String(token);
     }
     let head = serde_json::json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).expect("json");
-    Ok(json_response(StatusCode::OK, list_body(&head, page.items)))
+    Ok(json_response(
+        StatusCode::OK,
+        list_body(cursor, &head, after, end).await?,
+    ))
 }
 
-/// Items per chunk of a list response.
-const LIST_CHUNK: usize = 256;
+/// Keys read from storage per lock hold.
+const SCAN_ITEMS: usize = 256;
 
-/// A list's JSON, `head` with its items spliced in, sent a chunk of [`LIST_CHUNK`] items at a
-/// time: the response holds the stored objects (shared, not copied) and one chunk of bytes,
-/// never the whole serialised list, as kube-apiserver's streaming collection encoding does.
-/// A list that fits one chunk is sent whole.
-fn list_body(head: &[u8], items: Vec<Arc<Stored>>) -> Body {
-    let mut open = BytesMut::with_capacity(head.len() + 10);
-    open.put_slice(&head[..head.len() - 1]);
-    open.put_slice(b",\"items\":[");
-    let chunk = |items: &[Arc<Stored>], first: bool, buf: &mut BytesMut| {
-        for (i, o) in items.iter().enumerate() {
-            if i > 0 || !first {
-                buf.put_u8(b',');
+/// Object bytes read from storage per lock hold (the batch is references, not copies; this
+/// bounds how much of replaced objects a batch can keep alive).
+const SCAN_BYTES: usize = 1024 * 1024;
+
+/// A list this small (in items and bytes) is sent as one body, as it was read.
+const WHOLE_ITEMS: usize = 256;
+
+/// See [`WHOLE_ITEMS`].
+const WHOLE_BYTES: usize = crate::apiserver::frames::CHUNK_BYTES;
+
+/// Where a list reads: one kind and namespace at one revision, through a selector. Reads
+/// storage one batch at a time, yields to the runtime after every turn's worth of selector
+/// matching (`Turns`), and gives up at the request deadline.
+struct Cursor {
+    shared: Arc<Shared>,
+    kind: usize,
+    ns: Option<String>,
+    rv: u64,
+    selector: Selector,
+    deadline: Option<Instant>,
+}
+
+impl Cursor {
+    /// The next batch after `after`.
+    fn batch(&self, after: Option<&Key>) -> Result<Batch, ApiError> {
+        self.shared.storage.lock().scan(
+            self.kind,
+            self.ns.as_deref(),
+            self.rv,
+            after,
+            SCAN_ITEMS,
+            SCAN_BYTES,
+        )
+    }
+
+    /// Whether the selector keeps `o`; a match charges `turns`, which yields to other tasks
+    /// once a turn's worth of matching is done.
+    async fn keeps(&self, o: &Stored, turns: &mut Turns) -> bool {
+        if self.selector.is_empty() {
+            return true;
+        }
+        let keep = self.selector.matches(&o.meta);
+        turns.matched(&self.selector).await;
+        keep
+    }
+
+    /// Between two batches: 504 past the deadline.
+    fn pause(&self) -> Result<(), ApiError> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ApiError::timeout(format!(
+                "the list was not completed within {:?}",
+                self.shared.options.request_timeout
+            )));
+        }
+        Ok(())
+    }
+
+    /// The key of the `n`-th object (from 1) after `after` that the selector keeps, if there
+    /// are that many.
+    async fn nth_match(&self, mut after: Option<Key>, n: usize) -> Result<Option<Key>, ApiError> {
+        let mut seen = 0usize;
+        let mut turns = Turns::default();
+        loop {
+            let batch = self.batch(after.as_ref())?;
+            for o in &batch.items {
+                if self.keeps(o, &mut turns).await {
+                    seen += 1;
+                    if seen == n {
+                        return Ok(Some(o.key()));
+                    }
+                }
             }
-            buf.put_slice(&o.json);
+            if !batch.more {
+                return Ok(None);
+            }
+            after = batch.items.last().map(|o| o.key());
+            self.pause()?;
+        }
+    }
+
+    /// Whether any object after `after` is kept.
+    async fn any_match_after(&self, after: &Key) -> Result<bool, ApiError> {
+        Ok(self.nth_match(Some(after.clone()), 1).await?.is_some())
+    }
+}
+
+/// A list's JSON, `head` with its items spliced in, for the objects after `after` up to and
+/// including `end` (to the end if `None`). A list of at most [`WHOLE_ITEMS`] items and
+/// [`WHOLE_BYTES`] is sent as one body. A longer one streams, a batch at a time from
+/// storage, framed by a [`Chunker`]: the response holds one batch of references to stored
+/// objects and at most one chunk of copied bytes, never a copy of a large object or of the
+/// whole list, as kube-apiserver's streaming collection encoding (on by default since 1.33)
+/// sends lists. A streaming list that passes the request deadline, or whose revision is
+/// compacted under it, is cut off (the connection ends without the closing chunk).
+async fn list_body(
+    cursor: Cursor,
+    head: &[u8],
+    after: Option<Key>,
+    end: Option<Key>,
+) -> Result<Body, ApiError> {
+    let mut out = Chunker::default();
+    out.copy(&head[..head.len() - 1]);
+    out.copy(b",\"items\":[");
+    let mut first = true;
+    let mut count = 0usize;
+    let mut after = after;
+    // Read the first batches here: a small list is sent whole, and an early error is still a
+    // `Status`.
+    let mut pending: Vec<Arc<Stored>> = Vec::new();
+    let mut done = false;
+    let mut bytes = 0usize;
+    let mut turns = Turns::default();
+    while !done && pending.len() <= WHOLE_ITEMS && bytes <= WHOLE_BYTES {
+        let batch = cursor.batch(after.as_ref())?;
+        after = batch.items.last().map(|o| o.key());
+        done = !batch.more;
+        for o in batch.items {
+            let past_end = end.as_ref().is_some_and(|e| o.key() > *e);
+            if past_end {
+                done = true;
+                break;
+            }
+            if cursor.keeps(&o, &mut turns).await {
+                bytes = bytes.saturating_add(o.json.len());
+                pending.push(o);
+            }
+        }
+        if !done {
+            cursor.pause()?;
+        }
+    }
+    for o in pending.drain(..) {
+        if !first {
+            out.copy(b",");
+        }
+        first = false;
+        out.share(&o.json);
+        count += 1;
+    }
+    if done && count <= WHOLE_ITEMS && bytes <= WHOLE_BYTES {
+        out.copy(b"]}");
+        return Ok(Body::from(out.into_bytes()));
+    }
+    let stream = async_stream::stream! {
+        for chunk in out.take() {
+            yield Ok::<_, std::io::Error>(chunk);
+        }
+        let mut out = out;
+        let mut first = first;
+        let mut after = after;
+        let mut done = done;
+        while !done {
+            if let Err(e) = cursor.pause() {
+                yield Err(cut_off(&e));
+                return;
+            }
+            let batch = match cursor.batch(after.as_ref()) {
+                Ok(b) => b,
+                Err(e) => {
+                    yield Err(cut_off(&e));
+                    return;
+                }
+            };
+            after = batch.items.last().map(|o| o.key());
+            done = !batch.more;
+            for o in &batch.items {
+                if end.as_ref().is_some_and(|e| o.key() > *e) {
+                    done = true;
+                    break;
+                }
+                if cursor.keeps(o, &mut turns).await {
+                    if !first {
+                        out.copy(b",");
+                    }
+                    first = false;
+                    out.share(&o.json);
+                    // A completed chunk goes out at once: one chunk of copies at a time.
+                    for chunk in out.take() {
+                        yield Ok(chunk);
+                    }
+                }
+            }
+            drop(batch);
+            out.flush();
+            for chunk in out.take() {
+                yield Ok(chunk);
+            }
+        }
+        out.copy(b"]}");
+        out.flush();
+        for chunk in out.take() {
+            yield Ok(chunk);
         }
     };
-    if items.len() <= LIST_CHUNK {
-        chunk(&items, true, &mut open);
-        open.put_slice(b"]}");
-        return Body::from(open.freeze());
-    }
-    let n = items.len();
-    let chunks = (0..n).step_by(LIST_CHUNK).map(move |start| {
-        let mut buf = BytesMut::new();
-        chunk(
-            &items[start..n.min(start + LIST_CHUNK)],
-            start == 0,
-            &mut buf,
-        );
-        buf.freeze()
-    });
-    let parts = std::iter::once(open.freeze())
-        .chain(chunks)
-        .chain(std::iter::once(Bytes::from_static(b"]}")));
-    Body::from_stream(futures::stream::iter(parts.map(Ok::<_, Infallible>)))
+    Ok(Body::from_stream(stream))
+}
+
+/// The error that ends a list already being sent: the status line is out, so the only way to
+/// tell the client is to end the body early.
+fn cut_off(e: &ApiError) -> std::io::Error {
+    tracing::warn!(target: "controlloop::apiserver", "a list was cut off: {e}");
+    std::io::Error::other(e.to_string())
 }
 
 pub(super) fn start_watch(
@@ -319,27 +516,84 @@ pub(super) fn start_watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apiserver::ServerOptions;
+    use crate::apiserver::kinds::CONFIGMAPS;
     use http_body_util::BodyExt;
 
-    fn item(i: usize) -> Arc<Stored> {
-        let value = serde_json::json!({"i": i});
-        let json = Bytes::from(serde_json::to_vec(&value).unwrap());
-        Arc::new(Stored { value, json, rv: 1 })
+    fn cluster_with(n: usize, value_bytes: usize) -> Cluster {
+        let cluster = Cluster::new(ServerOptions::default());
+        cluster.shared.storage.lock().seed(
+            crate::apiserver::kinds::NAMESPACES,
+            serde_json::json!({"metadata": {"name": "d"}}),
+        );
+        for i in 0..n {
+            let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("c{i:05}"), "namespace": "d", "labels": {"i": (i % 3).to_string()}},
+                "data": {"v": "x".repeat(value_bytes)}});
+            let now = cluster.now();
+            cluster
+                .write(|st| st.create(CONFIGMAPS, obj, now, false))
+                .unwrap();
+        }
+        cluster
     }
 
-    #[test]
-    fn a_list_sent_in_chunks_is_the_same_json_as_a_list_sent_whole() {
-        let head = br#"{"kind":"ConfigMapList","metadata":{}}"#;
-        for n in [0, 1, LIST_CHUNK, LIST_CHUNK + 1, 3 * LIST_CHUNK + 7] {
-            let body = list_body(head, (0..n).map(item).collect());
-            let bytes = futures::executor::block_on(body.collect())
-                .unwrap()
-                .to_bytes();
-            let v: Value = serde_json::from_slice(&bytes).unwrap();
-            let items = v["items"].as_array().unwrap();
-            assert_eq!(items.len(), n);
-            assert!(items.iter().enumerate().all(|(i, o)| o["i"] == i), "{n}");
-            assert_eq!(v["kind"], "ConfigMapList");
+    async fn names(cluster: &Cluster, query: &str) -> (Vec<String>, Value) {
+        let q: HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let resp = list(cluster, CONFIGMAPS, Some("d"), &q).await.unwrap();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let names = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        (names, v["metadata"].clone())
+    }
+
+    #[tokio::test]
+    async fn a_streamed_list_is_the_same_json_as_a_list_sent_whole() {
+        for (n, bytes) in [
+            (0, 10),
+            (1, 10),
+            (WHOLE_ITEMS, 10),
+            (WHOLE_ITEMS + 1, 10),
+            (3 * SCAN_ITEMS + 7, 10),
+            (40, 20_000),
+        ] {
+            let cluster = cluster_with(n, bytes);
+            let (all, meta) = names(&cluster, "").await;
+            assert_eq!(all.len(), n);
+            assert!(all.windows(2).all(|w| w[0] < w[1]), "{n}: out of order");
+            assert!(meta.get("continue").is_none());
+            let (some, _) = names(&cluster, "labelSelector=i%3D1").await;
+            assert_eq!(some.len(), n / 3 + usize::from(n % 3 > 1), "{n}");
         }
+    }
+
+    #[tokio::test]
+    async fn pages_follow_each_other_and_their_token_leads_the_response() {
+        let cluster = cluster_with(3 * SCAN_ITEMS + 7, 10);
+        let mut token = String::new();
+        let mut seen = Vec::new();
+        loop {
+            let q = if token.is_empty() {
+                "limit=100&labelSelector=i!%3D2".to_string()
+            } else {
+                format!("limit=100&labelSelector=i!%3D2&continue={token}")
+            };
+            let (page, meta) = names(&cluster, &q).await;
+            assert!(page.len() <= 100);
+            seen.extend(page);
+            match meta["continue"].as_str() {
+                Some(t) => token = t.to_string(),
+                None => break,
+            }
+        }
+        let (all, _) = names(&cluster, "labelSelector=i!%3D2").await;
+        assert_eq!(seen, all);
     }
 }

@@ -28,8 +28,11 @@
 //! 4. An update that changes nothing is not a write: no revision, no event (etcd3's no-op
 //!    update).
 //! 5. Every stored object serialises to at most `max_object_bytes`, and all stored objects
-//!    together to at most `max_storage_bytes` (`stored_bytes` is their sum); a write over
-//!    either bound is refused. Deletes are always allowed.
+//!    together are charged at most `max_storage_bytes` (`stored_bytes` is their sum); a write
+//!    over either bound is refused. Deletes are always allowed. What is charged is what is
+//!    held: an object is kept as its JSON only (parsed again when a write needs it), plus its
+//!    namespace, name and labels for reads to select on, each charged with its allocation
+//!    overhead ([`ENTRY_OVERHEAD`], [`LABEL_OVERHEAD`]).
 //! 6. Every stored name passed the kind's name rule (a DNS subdomain, so a path segment),
 //!    including names generated from `generateName`.
 //!
@@ -37,7 +40,11 @@
 //! None here; the caller wraps `Storage` in one mutex and never holds it across an await.
 //!
 //! # Differences from upstream
-//! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource.
+//! - Object keys order as `(namespace, name)`, which is etcd's key order for one resource; a
+//!   cluster-scoped object's namespace is empty.
+//! - A dry run ([`Storage::dry_run`]) runs every check and returns what would be stored,
+//!   without committing, as upstream's `DryRunnableStorage`: a created object has no
+//!   resourceVersion, an updated or deleted one keeps the stored one.
 //! - No finalizer-free graceful deletion and no garbage collector; finalizers are honoured
 //!   (deletion sets `deletionTimestamp` and bumps a kept generation, the last finalizer's
 //!   removal deletes).
@@ -50,6 +57,8 @@
 
 mod read;
 
+pub(crate) use read::Batch;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -58,7 +67,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::kinds::{KINDS, Kind};
+use super::kinds::{INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES};
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -68,8 +77,14 @@ pub(crate) const INITIAL_REVISION: u64 = 1;
 /// (`maxNameGenerationCreateAttempts`, kubernetes `registry/generic/registry/store.go`).
 const MAX_NAME_GENERATION_ATTEMPTS: usize = 8;
 
-/// Bytes charged for an event or an object beyond its JSON: the `Arc`s, the key, the `Value`.
+/// Bytes charged for an event or an object beyond its JSON and its [`Meta`]'s strings: the
+/// `Arc`s, the `Bytes` handle, the map entry and the key's two strings (their allocator
+/// chunks included).
 const ENTRY_OVERHEAD: usize = 256;
+
+/// Bytes charged per label held parsed in [`Meta`], beyond its key and value: two boxed
+/// strings (16 bytes each, plus the allocator's chunk header and rounding).
+const LABEL_OVERHEAD: usize = 64;
 
 /// The bounds storage keeps (see the invariants).
 #[derive(Debug, Clone, Copy)]
@@ -80,19 +95,88 @@ pub(crate) struct Limits {
     pub max_storage_bytes: usize,
 }
 
-/// One stored object, with its JSON serialised once for every reader.
+/// One stored object: its JSON, serialised once for every reader, and the few metadata fields
+/// reads select on. The parsed object is not kept (keeps I5: what is charged is what is held);
+/// a writer that needs it parses the JSON again ([`Stored::value`]).
 #[derive(Debug)]
 pub(crate) struct Stored {
-    pub value: Value,
     pub json: Bytes,
     pub rv: u64,
+    pub meta: Meta,
+}
+
+/// What list, watch and selectors read of an object without parsing it.
+#[derive(Debug, Default)]
+pub(crate) struct Meta {
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    /// `metadata.labels`, sorted by key.
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+impl Meta {
+    fn of(value: &Value) -> Meta {
+        let m = &value["metadata"];
+        let s = |f: &str| Box::<str>::from(m[f].as_str().unwrap_or_default());
+        let mut labels: Vec<(Box<str>, Box<str>)> = m["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or_default().into()))
+            .collect();
+        labels.sort();
+        Meta {
+            namespace: s("namespace"),
+            name: s("name"),
+            labels: labels.into_boxed_slice(),
+            deleting: !m["deletionTimestamp"].is_null(),
+        }
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.labels[i].1.as_ref())
+    }
+
+    /// The bytes its strings take, as charged (keeps I5).
+    fn bytes(&self) -> usize {
+        self.labels
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + LABEL_OVERHEAD)
+            .sum::<usize>()
+            .saturating_add(self.namespace.len() + self.name.len())
+    }
 }
 
 impl Stored {
     fn new(mut value: Value, rv: u64) -> Arc<Self> {
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let json = Bytes::from(serde_json::to_vec(&value).expect("a JSON value serialises"));
-        Arc::new(Stored { value, json, rv })
+        let meta = Meta::of(&value);
+        Arc::new(Stored { json, rv, meta })
+    }
+
+    /// The object, parsed from its stored JSON.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("stored JSON is JSON")
+    }
+
+    /// The key it is stored under.
+    pub fn key(&self) -> Key {
+        (self.meta.namespace.to_string(), self.meta.name.to_string())
+    }
+
+    /// A stand-in for tests of the readers: `value` as stored at revision `rv`.
+    #[cfg(test)]
+    pub fn for_test(value: Value, rv: u64) -> Arc<Self> {
+        let json = Bytes::from(serde_json::to_vec(&value).expect("a JSON value serialises"));
+        let meta = Meta::of(&value);
+        Arc::new(Stored { json, rv, meta })
     }
 }
 
@@ -168,10 +252,27 @@ pub(crate) struct Storage {
     drop_next: u64,
     /// Counter behind `uid`s and `generateName` suffixes, so runs are reproducible.
     serial: u64,
+    /// Writes are checked and staged but not committed (`dryRun=All`); set only for the
+    /// duration of one write ([`Storage::dry_run`]).
+    dry_run: bool,
 }
 
+/// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
 fn cost(o: &Stored) -> usize {
-    o.json.len().saturating_add(ENTRY_OVERHEAD)
+    o.json
+        .len()
+        .saturating_add(o.meta.bytes())
+        .saturating_add(ENTRY_OVERHEAD)
+}
+
+/// A resourceVersion as upstream's `APIObjectVersioner.ParseResourceVersion` reads it
+/// (`strconv.ParseUint`, base 10): decimal digits only, no sign, no spaces, within `u64`.
+/// `None` for anything else, including `+5`, which Rust's own `u64` parser would accept.
+pub(crate) fn parse_revision(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<u64>().ok()
 }
 
 fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -210,7 +311,17 @@ impl Storage {
             },
             drop_next: 0,
             serial: 0,
+            dry_run: false,
         }
+    }
+
+    /// Runs `write` with every commit skipped: checks, name generation and staging happen, and
+    /// the object the write would store is returned, but nothing changes (keeps I3).
+    pub fn dry_run<T>(&mut self, write: impl FnOnce(&mut Self) -> T) -> T {
+        self.dry_run = true;
+        let out = write(self);
+        self.dry_run = false;
+        out
     }
 
     /// The newest revision.
@@ -309,6 +420,9 @@ impl Storage {
         prev: Option<Arc<Stored>>,
         hidden: bool,
     ) -> Arc<Stored> {
+        if self.dry_run {
+            return dry(ty, &obj, prev.as_deref());
+        }
         let rv = obj.rv;
         debug_assert_eq!(Some(rv), self.head.checked_add(1));
         self.stored_bytes = self
@@ -359,7 +473,7 @@ impl Storage {
             let n = (self.next_serial() % 60_466_176) * 7919 % 60_466_176;
             name = validation::generated_name(prefix, &base36(n, validation::GENERATED_SUFFIX_LEN));
             if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
-                if let Some(m) = validation::object_name(&name, false) {
+                if let Some(m) = k.name_rule.check(&name, false) {
                     return Err(ApiError::invalid(
                         k.group,
                         k.kind,
@@ -384,6 +498,9 @@ impl Storage {
         let k: &Kind = &KINDS[kind];
         let ns = meta_str(&obj, "namespace").to_string();
         let mut name = meta_str(&obj, "name").to_string();
+        if k.namespaced {
+            self.check_namespace_open(k, &ns, &name)?;
+        }
         if name.is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
@@ -396,7 +513,7 @@ impl Storage {
             }
             name = self.generate_name(kind, &ns, &prefix)?;
             obj["metadata"]["name"] = Value::String(name.clone());
-        } else if let Some(m) = validation::object_name(&name, false) {
+        } else if let Some(m) = k.name_rule.check(&name, false) {
             return Err(ApiError::invalid(
                 k.group,
                 k.kind,
@@ -406,10 +523,7 @@ impl Storage {
         }
         // etcd3's store refuses a create carrying a resourceVersion with a plain error (a 500);
         // one it cannot parse as a revision it ignores, as upstream does.
-        if meta_str(&obj, "resourceVersion")
-            .parse::<u64>()
-            .is_ok_and(|rv| rv != 0)
-        {
+        if parse_revision(meta_str(&obj, "resourceVersion")).is_some_and(|rv| rv != 0) {
             return Err(ApiError::internal_error(
                 "metadata.resourceVersion must not be set on an object to be created",
             ));
@@ -434,8 +548,101 @@ impl Storage {
         {
             m.remove("status");
         }
+        k.prepare_for_create(&mut obj);
         let staged = self.stage(obj, None)?;
         Ok(self.commit(kind, EventType::Added, key, staged, None, hidden))
+    }
+
+    /// The namespace lifecycle admission's rule for a create in `ns`: the namespace exists
+    /// (else 404, naming the namespace) and is not being deleted (else 403).
+    fn check_namespace_open(&self, k: &Kind, ns: &str, name: &str) -> Result<(), ApiError> {
+        match self.objects[NAMESPACES].get(&(String::new(), ns.to_string())) {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(n) if n.meta.deleting => Err(ApiError::forbidden(
+                k.group,
+                k.plural,
+                name,
+                format!("the namespace {ns} is being deleted, so nothing new may be created in it"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Stores `obj` as part of the initial state, at the first revision: no event, no revision
+    /// taken, as if it had been there before the store's history began (the initial
+    /// namespaces). `obj` is prepared; its `uid` and `creationTimestamp` are set by the caller.
+    pub fn seed(&mut self, kind: usize, obj: Value) {
+        let stored = Stored::new(obj, self.head);
+        self.stored_bytes = self.stored_bytes.saturating_add(cost(&stored));
+        self.objects[kind].insert(stored.key(), stored);
+    }
+
+    /// Whether any namespaced object is stored in `ns`.
+    fn namespace_holds_objects(&self, ns: &str) -> bool {
+        let from = (ns.to_string(), String::new());
+        KINDS.iter().enumerate().any(|(kind, k)| {
+            k.namespaced
+                && self.objects[kind]
+                    .range(&from..)
+                    .next()
+                    .is_some_and(|(key, _)| key.0 == ns)
+        })
+    }
+
+    /// The namespace controller's work on a namespace being deleted, done at once: every
+    /// object in it is deleted (or, if it has finalizers, marked deleted), then
+    /// [`Storage::finalize_namespace`].
+    fn empty_namespace(&mut self, ns: &str, now: Timestamp) {
+        for (kind, k) in KINDS.iter().enumerate() {
+            if !k.namespaced {
+                continue;
+            }
+            let from = (ns.to_string(), String::new());
+            let names: Vec<String> = self.objects[kind]
+                .range(&from..)
+                .take_while(|(key, _)| key.0 == ns)
+                .map(|(key, _)| key.1.clone())
+                .collect();
+            for name in names {
+                // A delete of a stored object with no preconditions is refused by nothing.
+                let _ = self.delete(kind, ns, &name, &Preconditions::default(), now);
+            }
+        }
+        self.finalize_namespace(ns);
+    }
+
+    /// Once a namespace being deleted holds no objects, the namespace controller removes its
+    /// `kubernetes` finalizer, and the namespace is deleted unless other finalizers hold it.
+    fn finalize_namespace(&mut self, ns: &str) {
+        if self.dry_run {
+            return;
+        }
+        let key = (String::new(), ns.to_string());
+        let Some(cur) = self.objects[NAMESPACES].get(&key).cloned() else {
+            return;
+        };
+        if !cur.meta.deleting || self.namespace_holds_objects(ns) {
+            return;
+        }
+        let mut obj = cur.value();
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("finalizers");
+        }
+        let held = obj["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        let ty = if held {
+            EventType::Modified
+        } else {
+            EventType::Deleted
+        };
+        let staged = match ty {
+            EventType::Deleted => self.stage_delete(obj),
+            _ => self.stage(obj, Some(&cur)),
+        };
+        if let Ok(staged) = staged {
+            self.commit(NAMESPACES, ty, key, staged, Some(cur), false);
+        }
     }
 
     /// Replaces an object, or its status, from a prepared body.
@@ -454,6 +661,7 @@ impl Storage {
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
             return Err(ApiError::not_found(k.group, k.plural, &name));
         };
+        let cur_v = cur.value();
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() {
             if !k.unconditional_update {
@@ -479,7 +687,7 @@ impl Storage {
             ));
         }
         let uid = meta_str(&obj, "uid");
-        if !uid.is_empty() && uid != meta_str(&cur.value, "uid") {
+        if !uid.is_empty() && uid != meta_str(&cur_v, "uid") {
             return Err(ApiError::invalid(
                 k.group,
                 k.kind,
@@ -489,7 +697,7 @@ impl Storage {
         }
         if mode == UpdateMode::Status {
             let status = obj.get("status").cloned();
-            obj = cur.value.clone();
+            obj = cur_v.clone();
             match status {
                 Some(s) => obj["status"] = s,
                 None => {
@@ -505,7 +713,7 @@ impl Storage {
                 "deletionGracePeriodSeconds",
                 "generation",
             ] {
-                match cur.value["metadata"].get(f) {
+                match cur_v["metadata"].get(f) {
                     Some(v) => obj["metadata"][f] = v.clone(),
                     None => {
                         obj["metadata"].as_object_mut().map(|m| m.remove(f));
@@ -513,28 +721,63 @@ impl Storage {
                 }
             }
             if k.status_subresource {
-                match cur.value.get("status") {
+                match cur_v.get("status") {
                     Some(s) => obj["status"] = s.clone(),
                     None => {
                         obj.as_object_mut().map(|m| m.remove("status"));
                     }
                 }
             }
-            if k.tracks_generation && spec_differs(&obj, &cur.value) {
-                let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
+            k.prepare_for_update(&mut obj, &cur_v);
+            // `ValidateObjectMetaUpdate`: an object being deleted may lose finalizers, never
+            // gain one.
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
+                let old = cur_v["metadata"]["finalizers"].as_array();
+                let added: Vec<&str> = obj["metadata"]["finalizers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
+                    .collect();
+                if !added.is_empty() {
+                    return Err(ApiError::invalid_with_reason(
+                        k.group,
+                        k.kind,
+                        &name,
+                        "FieldValueForbidden",
+                        &[(
+                            "metadata.finalizers",
+                            format!(
+                                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
+                            ),
+                        )],
+                    ));
+                }
+            }
+            if k.tracks_generation && spec_differs(&obj, &cur_v) {
+                let g = cur_v["metadata"]["generation"].as_i64().unwrap_or(0);
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));
             }
         }
         obj["metadata"]["resourceVersion"] = Value::String(cur.rv.to_string());
-        if obj == cur.value {
+        if obj == cur_v {
             return Ok(cur); // keeps I4
         }
-        let finalizers_gone = obj["metadata"]["finalizers"]
-            .as_array()
-            .is_none_or(|f| f.is_empty());
+        // A namespace also waits for its `spec.finalizers` (`ShouldDeleteNamespaceDuringUpdate`).
+        let finalizers_gone = ["metadata", "spec"].iter().all(|f| {
+            obj[*f]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+        });
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
+            let ns = key.0.clone();
             let last = self.stage_delete(obj)?;
-            return Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false));
+            let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+            if k.namespaced {
+                self.finalize_namespace(&ns);
+            }
+            return Ok(last);
         }
         let staged = self.stage(obj, Some(&cur))?;
         Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
@@ -554,8 +797,17 @@ impl Storage {
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
             return Err(ApiError::not_found(k.group, k.plural, name));
         };
+        if kind == NAMESPACES && INITIAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::forbidden(
+                k.group,
+                k.plural,
+                name,
+                "this namespace may never be deleted".into(),
+            ));
+        }
+        let cur_v = cur.value();
         if let Some(uid) = &pre.uid
-            && uid != meta_str(&cur.value, "uid")
+            && uid != meta_str(&cur_v, "uid")
         {
             return Err(ApiError::conflict(
                 k.group,
@@ -577,29 +829,46 @@ impl Storage {
                 ),
             ));
         }
-        let has_finalizers = cur.value["metadata"]["finalizers"]
+        if kind == NAMESPACES {
+            // The namespace registry's delete: mark it Terminating; the namespace controller
+            // (here, at once) empties it and then removes it.
+            if cur.meta.deleting {
+                return Ok(cur);
+            }
+            let mut obj = cur_v;
+            obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
+            obj["status"]["phase"] = json!("Terminating");
+            let staged = self.stage(obj, Some(&cur))?;
+            let marked = self.commit(kind, EventType::Modified, key, staged, Some(cur), false);
+            if !self.dry_run {
+                self.empty_namespace(name, now);
+            }
+            return Ok(marked);
+        }
+        let has_finalizers = cur_v["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
         if has_finalizers {
-            if !cur.value["metadata"]["deletionTimestamp"].is_null() {
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
                 return Ok(cur);
             }
-            let mut obj = cur.value.clone();
+            let mut obj = cur_v.clone();
             obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             // Marking an object deleted bumps its generation, once (apiserver v0.36.3,
             // `pkg/registry/generic/registry/store.go`, `markAsDeleting`).
-            if let Some(g) = cur.value["metadata"]["generation"]
-                .as_i64()
-                .filter(|g| *g > 0)
-            {
+            if let Some(g) = cur_v["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
                 obj["metadata"]["generation"] = json!(g + 1);
             }
             let staged = self.stage(obj, Some(&cur))?;
             return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
         }
-        let last = self.stage_delete(cur.value.clone())?;
-        Ok(self.commit(kind, EventType::Deleted, key, last, Some(cur), false))
+        let last = self.stage_delete(cur_v.clone())?;
+        let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+        if k.namespaced {
+            self.finalize_namespace(ns);
+        }
+        Ok(last)
     }
 
     /// Writes an object (creating or replacing it, no checks on resourceVersion) whose event
@@ -622,8 +891,9 @@ impl Storage {
                 self.create(kind, obj, now, true)
             }
             Some(cur) => {
+                let cur_v = cur.value();
                 for f in ["uid", "creationTimestamp", "generation"] {
-                    if let Some(v) = cur.value["metadata"].get(f) {
+                    if let Some(v) = cur_v["metadata"].get(f) {
                         obj["metadata"][f] = v.clone();
                     }
                 }
@@ -632,6 +902,25 @@ impl Storage {
             }
         }
     }
+}
+
+/// What a dry-run write answers (apiserver v0.37.2 `pkg/registry/generic/registry/dryrun.go`):
+/// the object as the write would have stored it, at no revision: a create has no
+/// resourceVersion, an update or delete keeps the stored object's.
+fn dry(ty: EventType, obj: &Stored, prev: Option<&Stored>) -> Arc<Stored> {
+    let mut v = obj.value();
+    match (ty, prev) {
+        (EventType::Added, _) | (_, None) => {
+            if let Some(m) = v["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
+        (_, Some(p)) => v["metadata"]["resourceVersion"] = json!(p.rv.to_string()),
+    }
+    let rv = prev.map_or(0, |p| p.rv);
+    let json = Bytes::from(serde_json::to_vec(&v).expect("a JSON value serialises"));
+    let meta = Meta::of(&v);
+    Arc::new(Stored { json, rv, meta })
 }
 
 fn base36(mut n: u64, width: usize) -> String {
@@ -665,7 +954,13 @@ mod tests {
             max_object_bytes: usize::MAX,
             max_storage_bytes: usize::MAX,
         };
-        Storage::new(limits, INITIAL_REVISION)
+        with_namespace(Storage::new(limits, INITIAL_REVISION))
+    }
+
+    /// `st` with the namespace `d` the tests write in.
+    fn with_namespace(mut st: Storage) -> Storage {
+        st.seed(NAMESPACES, json!({"metadata": {"name": "d"}}));
+        st
     }
 
     fn names_at(st: &Storage, at: Option<u64>) -> Vec<(String, String)> {
@@ -674,8 +969,8 @@ mod tests {
             .iter()
             .map(|o| {
                 (
-                    o.value["metadata"]["name"].as_str().unwrap().to_string(),
-                    o.value["data"]["v"].as_str().unwrap().to_string(),
+                    o.value()["metadata"]["name"].as_str().unwrap().to_string(),
+                    o.value()["data"]["v"].as_str().unwrap().to_string(),
                 )
             })
             .collect()
@@ -733,9 +1028,7 @@ mod tests {
                 .code,
             409
         );
-        let same = st
-            .update(CONFIGMAPS, a.value.clone(), UpdateMode::Main)
-            .unwrap();
+        let same = st.update(CONFIGMAPS, a.value(), UpdateMode::Main).unwrap();
         assert_eq!(same.rv, a.rv); // keeps I4
         assert_eq!((st.head(), st.history.len()), before); // keeps I3
     }
@@ -743,7 +1036,7 @@ mod tests {
     #[test]
     fn a_store_starting_late_has_compacted_everything_before_its_first_revision() {
         let limits = store(10).limits;
-        let mut st = Storage::new(limits, 1_000_000);
+        let mut st = with_namespace(Storage::new(limits, 1_000_000));
         assert_eq!(st.events_after(999_999, 9).unwrap_err().code, 410); // keeps I1
         let a = st.create(CONFIGMAPS, cm("a", "1"), t(), false).unwrap();
         assert_eq!(a.rv, 1_000_001);
@@ -799,7 +1092,8 @@ mod tests {
                 .code,
             413
         );
-        st.limits.max_storage_bytes = 2 * (ENTRY_OVERHEAD + 1_300);
+        // Room for two objects beside the namespace `d`.
+        st.limits.max_storage_bytes = st.stored_bytes + 2 * (ENTRY_OVERHEAD + 1_300);
         st.create(CONFIGMAPS, cm("a", &"x".repeat(1_000)), t(), false)
             .unwrap();
         st.create(CONFIGMAPS, cm("b", &"x".repeat(1_000)), t(), false)
@@ -821,7 +1115,7 @@ mod tests {
         let mut g = cm("", "1");
         g["metadata"]["generateName"] = json!("web-");
         let first = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
-        let name = first.value["metadata"]["name"]
+        let name = first.value()["metadata"]["name"]
             .as_str()
             .unwrap()
             .to_string();
@@ -830,8 +1124,8 @@ mod tests {
         st.serial = 0;
         let second = st.create(CONFIGMAPS, g.clone(), t(), false).unwrap();
         assert_ne!(
-            second.value["metadata"]["name"],
-            first.value["metadata"]["name"]
+            second.value()["metadata"]["name"],
+            first.value()["metadata"]["name"]
         );
         g["metadata"]["generateName"] = json!("a/");
         let e = st.create(CONFIGMAPS, g, t(), false).unwrap_err();

@@ -6,68 +6,31 @@
 //! state with the later writes undone, so no old version is kept twice.
 //!
 //! # Concurrency
-//! Called under the storage lock, where a read only walks the maps and clones `Arc`s;
-//! filtering by a selector runs on the snapshot after the lock is released ([`Page::select`]).
+//! Called under the storage lock, where a read only walks the maps and clones `Arc`s, one
+//! bounded batch at a time ([`Storage::scan`]); filtering by a selector and serialising run on
+//! the batch after the lock is released.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::{Event, Key, Storage, Stored};
 use crate::apiserver::errors::ApiError;
 
-/// One page of a list.
+/// One page of a list (for tests of the state at a revision).
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) struct Page {
     pub items: Vec<Arc<Stored>>,
-    /// The revision the page was read at.
-    pub rv: u64,
-    /// Set when more items follow: the key to continue after.
-    pub continue_after: Option<Key>,
 }
 
-/// The key an object is stored under.
-fn key_of(o: &Stored) -> Key {
-    let m = &o.value["metadata"];
-    let s = |f: &str| m[f].as_str().unwrap_or_default().to_string();
-    (s("namespace"), s("name"))
-}
-
-impl Page {
-    /// Keeps the items `keep` accepts, at most `limit` of them (none or 0: all), and sets the
-    /// continue key. Called on a complete page, without the storage lock.
-    pub fn select(self, limit: Option<usize>, keep: impl Fn(&Stored) -> bool) -> Page {
-        paginate(self.items.into_iter(), self.rv, limit, keep)
-    }
-}
-
-/// The first `limit` items `keep` accepts (none or 0: all), stopping as soon as it knows
-/// whether more follow.
-fn paginate(
-    items: impl Iterator<Item = Arc<Stored>>,
-    rv: u64,
-    limit: Option<usize>,
-    keep: impl Fn(&Stored) -> bool,
-) -> Page {
-    let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-    let mut out = Vec::new();
-    let mut rest = items.filter(|o| keep(o));
-    for o in rest.by_ref() {
-        out.push(o);
-        if out.len() == limit {
-            break;
-        }
-    }
-    let more = out.len() == limit && rest.next().is_some();
-    let continue_after = if more {
-        out.last().map(|o| key_of(o))
-    } else {
-        None
-    };
-    Page {
-        items: out,
-        rv,
-        continue_after,
-    }
+/// One batch of a range read ([`Storage::scan`]).
+#[derive(Debug)]
+pub(crate) struct Batch {
+    /// The objects, in key order.
+    pub items: Vec<Arc<Stored>>,
+    /// Whether the range holds more objects after the last one.
+    pub more: bool,
 }
 
 impl Storage {
@@ -99,8 +62,73 @@ impl Storage {
         }
     }
 
+    /// The number of `kind` objects stored now.
+    pub fn count(&self, kind: usize) -> usize {
+        self.objects[kind].len()
+    }
+
+    /// Up to `max_items` `kind` objects in `ns` (all namespaces if `None`) as of revision `rv`,
+    /// in key order, strictly after key `after`; a batch stops early once its objects' JSON
+    /// reaches `max_bytes` (it always holds one object if any is left).
+    ///
+    /// The walk seeks to `after` (a range of the sorted map) rather than walking from the first
+    /// key, so reading a long list batch by batch, or page by page with continue tokens, costs
+    /// the items read, not the items before them. The state at an old revision is the current
+    /// state with the later writes of this kind undone; building that overlay costs the events
+    /// after `rv`, which the history bounds.
+    pub fn scan(
+        &self,
+        kind: usize,
+        ns: Option<&str>,
+        rv: u64,
+        after: Option<&Key>,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> Result<Batch, ApiError> {
+        self.check_readable(rv)?;
+        let floor = ns.map(|n| (n.to_string(), String::new()));
+        let lower: Bound<&Key> = match (after, &floor) {
+            (Some(a), Some(f)) if a < f => Bound::Included(f),
+            (Some(a), _) => Bound::Excluded(a),
+            (None, Some(f)) => Bound::Included(f),
+            (None, None) => Bound::Unbounded,
+        };
+        let in_ns = |k: &Key| ns.is_none_or(|n| k.0 == n);
+        let later = self.events_after(rv, usize::MAX)?;
+        // The first later write to a key tells what the key held at `rv`.
+        let mut overlay: BTreeMap<&Key, Option<&Arc<Stored>>> = BTreeMap::new();
+        for e in later.iter().filter(|e| e.kind == kind) {
+            let past = match lower {
+                Bound::Included(l) => &e.key < l,
+                Bound::Excluded(l) => &e.key <= l,
+                Bound::Unbounded => false,
+            };
+            if !past && in_ns(&e.key) {
+                overlay.entry(&e.key).or_insert(e.prev.as_ref());
+            }
+        }
+        let current = self.objects[kind]
+            .range::<Key, _>((lower, Bound::Unbounded))
+            .take_while(|(k, _)| in_ns(k))
+            .map(|(k, v)| (k, Some(v)));
+        let undone = overlay.iter().map(|(k, v)| (*k, *v));
+        let mut merged = merge_by_key(current, undone).filter_map(|(_, v)| v.cloned());
+        let mut items = Vec::new();
+        let mut bytes = 0usize;
+        for o in merged.by_ref() {
+            bytes = bytes.saturating_add(o.json.len());
+            items.push(o);
+            if items.len() >= max_items || bytes >= max_bytes {
+                break;
+            }
+        }
+        let more = merged.next().is_some();
+        Ok(Batch { items, more })
+    }
+
     /// One page of `kind` objects in `ns` (all namespaces if `None`) as of revision `at`
     /// (the head if `None`), after key `after`, at most `limit` (none or 0: all).
+    #[cfg(test)]
     pub fn list(
         &self,
         kind: usize,
@@ -110,25 +138,9 @@ impl Storage {
         limit: Option<usize>,
     ) -> Result<Page, ApiError> {
         let rv = at.unwrap_or(self.head);
-        self.check_readable(rv)?;
-        // The state at `rv` is the current state with the writes after `rv` undone: the first
-        // later write to a key tells what the key held at `rv`.
-        let later = self.events_after(rv, usize::MAX)?;
-        let mut overlay: BTreeMap<&Key, Option<&Arc<Stored>>> = BTreeMap::new();
-        for e in later.iter().filter(|e| e.kind == kind) {
-            overlay.entry(&e.key).or_insert(e.prev.as_ref());
-        }
-        let in_scope = |k: &Key| ns.is_none_or(|n| k.0 == n) && after.is_none_or(|a| k > a);
-        let current = self.objects[kind]
-            .iter()
-            .filter(|(k, _)| in_scope(k))
-            .map(|(k, v)| (k, Some(v)));
-        let undone = overlay
-            .iter()
-            .filter(|(k, _)| in_scope(k))
-            .map(|(k, v)| (*k, *v));
-        let merged = merge_by_key(current, undone).filter_map(|(_, v)| v.cloned());
-        Ok(paginate(merged, rv, limit, |_| true))
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let batch = self.scan(kind, ns, rv, after, limit, usize::MAX)?;
+        Ok(Page { items: batch.items })
     }
 }
 

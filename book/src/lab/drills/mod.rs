@@ -1,4 +1,4 @@
-//! Chapter 09's experiments: the short run under each spoken drill, each one driving the
+//! Chapter 09's experiments: the short run under each of the five spoken drills, each one driving the
 //! crate's handler, queue or informer directly. The chapter shows each function's body as its
 //! block (`book/tests/book_layout.rs` keeps the two identical); [`experiment`] runs them for
 //! `cargo run` and records the same snapshots.
@@ -11,7 +11,10 @@ use std::{
     time::Duration,
 };
 
-use kube::api::{Api, PostParams};
+use kube::{
+    ResourceExt,
+    api::{Api, Patch, PatchParams, PostParams},
+};
 use parking_lot::Mutex;
 
 use crate::{kit::snap, lab::rig};
@@ -20,7 +23,10 @@ use controlloop::{
     cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{EnqueueRequestForObject, Event, EventHandler},
     resources::{Widget, WidgetSpec},
-    workqueue::{Queue, RateLimitingQueue, default_controller_rate_limiter},
+    workqueue::{
+        InMemoryMetrics, Queue, QueueConfig, QueueMetricsSnapshot, RateLimitingQueue,
+        default_controller_rate_limiter,
+    },
 };
 
 /// Drill 1: two different updates of one object make one request.
@@ -161,11 +167,18 @@ pub fn drill3() -> String {
     })
 }
 
-/// Drill 4: `forget` without `done` holds the key for ever; a late `done` lets it out.
+/// Drill 4: `forget` without `done` holds the key for ever, and the queue's
+/// unfinished-work gauges climb while it does; a late `done` lets it out, and they fall.
 pub fn drill4() -> String {
     rig::paused(async {
         // book: ch09_drill4
-        let q = RateLimitingQueue::new(default_controller_rate_limiter());
+        let metrics = InMemoryMetrics::new(); // client-go's workqueue metrics, kept in memory
+        let config = QueueConfig {
+            name: "drill4".into(),
+            metrics_provider: Some(metrics.clone()),
+        };
+        let q = RateLimitingQueue::with_config(default_controller_rate_limiter(), config)
+            .expect("a tokio runtime");
         q.add("default/w");
         let key = q.get().await.expect("the key");
         q.forget(&key); // meant as "finished"; done() is never called
@@ -175,21 +188,94 @@ pub fn drill4() -> String {
         let an_hour = tokio::time::timeout(Duration::from_secs(3600), q.get()).await;
         assert_eq!(q.len(), 0);
         assert!(an_hour.is_err()); // an hour of virtual time, and no worker sees the key
+        let held = metrics.snapshot("drill4").expect("a named queue");
+        // The gauges see it: the key has been held, unfinished, for the whole hour.
+        assert!(held.longest_running_processor_seconds >= 3599.5);
         q.done(&key);
         let after_done = tokio::time::timeout(Duration::from_secs(1), q.get()).await;
         let after_done = after_done.expect("the late done releases it");
         assert_eq!(after_done, Some("default/w")); // the late done lets it out, once
-        let waited = if an_hour.is_err() {
-            "nothing"
-        } else {
-            "the key"
+        q.done(&"default/w");
+        tokio::time::sleep(Duration::from_secs(1)).await; // the gauges' next 500 ms tick
+        let released = metrics.snapshot("drill4").expect("a named queue");
+        assert_eq!(released.longest_running_processor_seconds, 0.0); // nothing held now
+        let gauge = |m: &QueueMetricsSnapshot| {
+            format!(
+                "longest_running_processor_seconds {:.1}, unfinished_work_seconds {:.1}",
+                m.longest_running_processor_seconds, m.unfinished_work_seconds
+            )
         };
         format!(
-            "forget without done, then 3 adds: len {}, get within an hour: {waited}\n\
-             after a late done: get returns {after_done:?}",
-            q.len()
+            "forget without done, then 3 adds: len {}, get within an hour: nothing\n\
+             after the hour: {}\n\
+             after a late done: get returns {after_done:?}; then {}",
+            q.len(),
+            gauge(&held),
+            gauge(&released)
         )
         // book: end ch09_drill4
+    })
+}
+
+/// Drill 5: "act once when a field flips false → true" with the level last acted on kept in
+/// memory, and kept in the object's status; the process restarts after the flip.
+pub fn drill5() -> String {
+    rig::paused(async {
+        // book: ch09_drill5
+        let cluster = Cluster::new(ServerOptions::default());
+        let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
+        let spec = WidgetSpec {
+            replicas: 1,
+            color: None,
+        };
+        let mut w = Widget::new("w", spec);
+        w.metadata.namespace = Some("default".into());
+        w.metadata.annotations = Some([("enabled".to_owned(), "false".to_owned())].into());
+        api.create(&PostParams::default(), &w)
+            .await
+            .expect("a widget, off");
+
+        // One reconcile: act if the field is on and the level last acted on is off, then keep
+        // the level it acted on: in process memory (`Some`), or in the object's status (`None`).
+        async fn reconcile(api: &Api<Widget>, memory: Option<&mut bool>) -> u64 {
+            let w = api.get("w").await.expect("the widget");
+            let now = w.annotations().get("enabled").map(String::as_str) == Some("true");
+            let recorded = w.status.and_then(|s| s.message) == Some("acted on true".into());
+            let before = memory.as_deref().copied().unwrap_or(recorded);
+            match memory {
+                Some(m) => *m = now,
+                None if recorded != now => {
+                    let status =
+                        serde_json::json!({ "status": { "message": format!("acted on {now}") } });
+                    let pp = PatchParams::default();
+                    api.patch_status("w", &pp, &Patch::Merge(&status))
+                        .await
+                        .expect("the status write");
+                }
+                None => {}
+            }
+            u64::from(now && !before) // the action: one launch notice
+        }
+
+        let flip = serde_json::json!({ "metadata": { "annotations": { "enabled": "true" } } });
+        api.patch("w", &PatchParams::default(), &Patch::Merge(&flip))
+            .await
+            .expect("the flip, false to true");
+        let (mut in_memory, mut in_status) = (0, 0);
+        let mut memory = false; // this process's memory of the level
+        in_memory += reconcile(&api, Some(&mut memory)).await;
+        in_status += reconcile(&api, None).await;
+        let mut memory = false; // a restart: a new process, a new memory
+        in_memory += reconcile(&api, Some(&mut memory)).await; // the initial list
+        in_status += reconcile(&api, None).await;
+        assert_eq!(in_status, 1); // one flip, one action, across the restart
+        assert_eq!(in_memory, 2); // the memory acted again after the restart
+        format!(
+            "one flip false -> true, one restart\n\
+             level acted on kept in memory:     {in_memory} actions\n\
+             level acted on kept in the status: {in_status} action"
+        )
+        // book: end ch09_drill5
     })
 }
 
@@ -214,15 +300,38 @@ pub fn references_text(refs: &[crate::kit::drills::Reference]) -> String {
     )
 }
 
-/// Runs the four drills and the reference check, and records chapter 09's snapshots.
+/// What each drill's run claims, for this run's claims table.
+const CLAIMS: [(&str, &str); 5] = [
+    (
+        "ch09_drill1",
+        "Drill 1: two different updates of one object make one request",
+    ),
+    (
+        "ch09_drill2",
+        "Drill 2: the count follows time, and ends on the last value",
+    ),
+    (
+        "ch09_drill3",
+        "Drill 3: a resync asks the server nothing, so the drift stays",
+    ),
+    (
+        "ch09_drill4",
+        "Drill 4: Forget without Done strands the key; the gauges see it",
+    ),
+    (
+        "ch09_drill5",
+        "Drill 5: the level acted on survives a restart only in the status",
+    ),
+];
+
+/// Runs the five drills and the reference check, records chapter 09's snapshots, and adds
+/// each drill's run to this run's claims table.
 pub fn experiment() {
-    for (name, text) in [
-        ("ch09_drill1", drill1()),
-        ("ch09_drill2", drill2()),
-        ("ch09_drill3", drill3()),
-        ("ch09_drill4", drill4()),
-    ] {
-        snap::text(name, text);
+    let runs = [drill1(), drill2(), drill3(), drill4(), drill5()];
+    for ((name, claim), text) in CLAIMS.into_iter().zip(runs) {
+        snap::text(name, &text);
+        let figure = text.lines().map(str::trim).collect::<Vec<_>>().join("; ");
+        crate::kit::claims::record(crate::kit::claims::Row::exact(claim, "09", name, figure));
     }
     let refs = crate::kit::drills::chapter_references("09-spoken-drills.md");
     assert!(refs.iter().all(|r| r.resolves), "dead references: {refs:?}");

@@ -359,7 +359,7 @@ pub fn ch03_queue_depth() {
     let (old, new) = (queue_depth(32, 3, 10), queue_depth(33, 3, 10));
     assert_eq!((old.deltas, new.deltas), (30, 30)); // the same work arrived
     assert_eq!((old.depth, new.depth), (3, 30)); // a "backlog" ten times larger
-    assert_eq!((old.pops, new.pops), (3, 30)); // and ten times as many handler calls
+    assert_eq!((old.pops, new.pops), (3, 30)); // ten times the Pops, the same 30 handler calls
     snap::yaml("ch03_queue_depth", &[old, new], vec![]);
     // book: end ch03_queue_depth
 }

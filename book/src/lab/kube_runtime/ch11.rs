@@ -1,23 +1,26 @@
-//! Chapter 11's experiments ("What carries over to kube-rs"), shared by the chapter's doctests
-//! and `cargo run --release`. Each function runs both runtimes, checks what must hold,
-//! records its snapshot and returns what it measured; the chapter shows each body first.
+//! The experiments of chapter 11's three parts ("What carries over to kube-rs: the write
+//! storm", "What differs on kube-rs", "What running kube-rs found"), shared by the chapters'
+//! doctests and `cargo run`. Each function runs both runtimes, checks what must hold, records
+//! its snapshot and returns what it measured; the chapters show each body first.
 
 use std::{fmt::Write as _, time::Duration};
 
 use super::{
-    Log, Runtime, bands,
+    Log, Runtime, bands, ch11,
     drift::{self, Drift, HOUR, Remedy, StatusStorm},
     findings::{self, Rounding, Waiters},
     semantics::{self, RelistGap},
     storm::{self, Design, Knobs},
 };
 use crate::{
+    kit::band::OutOfBand,
+    kit::basis::{self, Basis},
     kit::measured,
     kit::snap,
     lab::{
         burst::{
             self, Clock, Params, Report, report_millis,
-            sweeps::{Sweep, check_claims, expected_reconciles},
+            sweeps::{Sweep, check_claims, expected_reconciles, reconcile_ratio},
         },
         resync::{Read, Setup},
         rig,
@@ -540,13 +543,27 @@ pub fn percentile_ms(values: &[u64], p: f64) -> f64 {
     v[i] as f64 / 1000.0
 }
 
+/// Write → reconcile start of each row, in µs: this crate's controller (the first release
+/// raced), then kube-runtime's.
+fn start_latencies_us(rows: &[Rounding]) -> (Vec<u64>, Vec<u64>) {
+    let ours = rows.iter().map(|r| r.controlloop_us[0].1).collect();
+    (ours, rows.iter().map(|r| r.kube_runtime_us).collect())
+}
+
+/// The median write → reconcile start, kube-runtime minus this crate's controller, in ms: the
+/// value [`bands::REAL_LATENCY_P50_GAP_MS`] checks.
+pub fn median_gap_ms(rows: &[Rounding]) -> f64 {
+    let (ours, kube) = start_latencies_us(rows);
+    round3(percentile_ms(&kube, 0.5) - percentile_ms(&ours, 0.5))
+}
+
 /// `writes` sequential writes under the real clock, both controllers racing on one in-process
 /// server; snapshot `ch11_latency_real` (the band of the median gap), and this run's figures.
 pub fn latency_real(writes: usize) -> Vec<Rounding> {
     // book: ch11_latency_real
     let plan = vec![None; writes]; // no offsets: the real clock lands where it lands
     let releases = [Release::default()]; // this crate's controller at its default release
-    let rows = rig::real(findings::race(plan, &releases)); // the block above, 2 ms apart
+    let rows = rig::real(findings::race(plan, &releases, Duration::ZERO)); // no debounce
     // book: end ch11_latency_real
     latency_real_record(&rows);
     rows
@@ -557,9 +574,8 @@ pub fn latency_real(writes: usize) -> Vec<Rounding> {
 /// [`latency_real`].
 pub fn latency_real_record(rows: &[Rounding]) {
     let writes = rows.len();
-    let ours: Vec<u64> = rows.iter().map(|r| r.controlloop_us[0].1).collect();
-    let kube: Vec<u64> = rows.iter().map(|r| r.kube_runtime_us).collect();
-    let gap = round3(percentile_ms(&kube, 0.5) - percentile_ms(&ours, 0.5));
+    let (ours, kube) = start_latencies_us(rows);
+    let gap = median_gap_ms(rows);
     snap::text(
         "ch11_latency_real",
         format!(
@@ -581,25 +597,191 @@ pub fn latency_real_record(rows: &[Rounding]) {
     );
 }
 
-/// Everything the chapter shows under virtual time (the `cargo run` experiment).
-pub fn run_virtual() {
+/// One band fired by a broken variant: which run, and the check's message.
+#[derive(Debug, Clone)]
+pub struct Fired {
+    /// The run that broke it.
+    pub run: &'static str,
+    /// What the check said.
+    pub error: OutOfBand,
+}
+
+impl Fired {
+    /// Whether the value lay above the band (rather than below).
+    pub fn above(&self) -> bool {
+        let number = |s: &str| s.parse::<f64>().expect("a band prints numbers");
+        number(&self.error.value) > number(&self.error.hi)
+    }
+
+    /// The line the snapshot keeps: the run, the quantity, the side and the band (never the
+    /// value, which is this run's).
+    pub fn line(&self) -> String {
+        let side = if self.above() { "above" } else { "below" };
+        let e = &self.error;
+        format!(
+            "{}: {} {side} [{}..={}] ({})",
+            self.run, e.what, e.lo, e.hi, e.basis
+        )
+    }
+}
+
+/// kube-runtime's three storm bands, each checked on a run of a broken variant under the real
+/// clock: a reconciler that detaches its work (the essay's storm, and at 100 ms a reconcile),
+/// and a 50 ms debounce where the reconciler would keep up. Each check must fail. Snapshot
+/// `ch11_storm_bands_fire` (sides and bands), and this run's values.
+pub fn storm_bands_fire() -> Vec<Fired> {
+    // book: ch11_storm_bands_fire
+    let essay = Params::essay().real();
+    let detached = Knobs {
+        design: Design::DetachedWork, // the runner believes each object free at once
+        ..Knobs::default()
+    };
+    let debounced = Knobs {
+        debounce: 50 * MS, // collapse on purpose
+        ..Knobs::default()
+    };
+    let at_20ms = storm::run(&essay, detached).expect("detached, 20 ms");
+    let at_100ms = storm::run(&essay.clone().cost(100 * MS), detached).expect("detached");
+    let free = storm::run(&essay.clone().cost(Duration::ZERO), debounced).expect("debounced");
+    let checks = [
+        (
+            "detached work, 20 ms reconciles",
+            bands::KUBE_REAL_ESSAY_RECONCILES
+                .try_check("reconciles", at_20ms.reconciles)
+                .map(|_| ()),
+        ),
+        (
+            "detached work, 100 ms reconciles",
+            bands::KUBE_REAL_RECONCILE_RATIO
+                .try_check("reconciles / expected", reconcile_ratio(&at_100ms))
+                .map(|_| ()),
+        ),
+        (
+            "debounce 50 ms, free reconciles",
+            bands::KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP
+                .try_check("collapse", free.collapse)
+                .map(|_| ()),
+        ),
+    ];
+    // book: end ch11_storm_bands_fire
+    storm_bands_record(checks)
+}
+
+/// The three checks of [`storm_bands_fire`], each of which must have failed above its band:
+/// records snapshot `ch11_storm_bands_fire` (sides and bands) and this run's values.
+pub fn storm_bands_record(checks: [(&'static str, Result<(), OutOfBand>); 3]) -> Vec<Fired> {
+    let fired: Vec<Fired> = checks
+        .into_iter()
+        .map(|(run, check)| Fired {
+            run,
+            error: check.expect_err("a broken variant must leave its band"),
+        })
+        .collect();
+    assert!(fired.iter().all(Fired::above), "{fired:?}");
+    let lines: Vec<String> = fired.iter().map(Fired::line).collect();
+    snap::text("ch11_storm_bands_fire", lines.join("\n"));
+    let values: Vec<String> = fired
+        .iter()
+        .map(|f| format!("| {} | {} | {} |", f.run, f.error.what, f.error.value))
+        .collect();
+    let table = format!(
+        "| run | quantity | value |\n|---|---|---|\n{}\n",
+        values.join("\n")
+    );
+    let _ = measured::record("ch11_storm_bands_fire", table);
+    fired
+}
+
+/// The latency band on a race whose kube-runtime controller has a 10 ms debounce: the median
+/// gap lies above [`bands::REAL_LATENCY_P50_GAP_MS`]. Snapshot `ch11_latency_fires`.
+pub fn latency_band_fires(writes: usize) -> Fired {
+    // book: ch11_latency_fires
+    let plan = vec![None; writes];
+    let releases = [Release::default()];
+    let debounced = rig::real(findings::race(plan, &releases, 10 * MS)); // kube-runtime waits
+    let gap = ch11::median_gap_ms(&debounced);
+    let check = bands::REAL_LATENCY_P50_GAP_MS.try_check("median gap (ms)", gap);
+    // book: end ch11_latency_fires
+    let fired = Fired {
+        run: "kube-runtime with a 10 ms debounce",
+        error: check.expect_err("a 10 ms debounce must leave the latency band"),
+    };
+    assert!(fired.above(), "{fired:?}");
+    snap::text("ch11_latency_fires", fired.line());
+    let _ = measured::record(
+        "ch11_latency_fires",
+        format!("median gap with the debounce: {gap} ms"),
+    );
+    fired
+}
+
+/// The median of a basis's runs.
+fn median(b: &Basis) -> f64 {
+    let mut v: Vec<f64> = b.runs.iter().map(|r| r.value).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Collapse where the reconciler keeps up, as both runtimes' committed runs have it (the files
+/// of the two bands): kube-runtime's median lies above ours. Snapshot `ch11_collapse_bases`.
+pub fn collapse_bases() -> String {
+    // book: ch11_collapse_bases
+    let ours = Basis::read("real_collapse_at_or_below_gap.tsv").expect("chapter 06's runs");
+    let kube = Basis::read("kube_real_collapse_at_or_below_gap.tsv").expect("kube-runtime's");
+    assert!(median(&kube) > median(&ours)); // kube-runtime merges more events
+    // book: end ch11_collapse_bases
+    let line = |name: &str, b: &Basis| {
+        format!(
+            "{name:<13} {:>4} runs, median {}, {}",
+            b.runs.len(),
+            basis::show(median(b)),
+            b.span()
+        )
+    };
+    let text = format!(
+        "collapse at cost 0 and 1 ms, gap 1 ms, real clock (the bands' files)\n{}\n{}\n",
+        line("controlloop", &ours),
+        line("kube-runtime", &kube)
+    );
+    snap::text("ch11_collapse_bases", &text);
+    text
+}
+
+/// The first part's experiments under virtual time (the `cargo run` experiment `ch11_storm`).
+pub fn run_storm() {
     storm_virtual();
     sweeps_virtual();
     one_at_a_time();
     debounce();
+}
+
+/// The first part's experiments under the real clock (`ch11_storm_real`).
+pub fn run_storm_real() {
+    storm_real();
+    collapse_bases();
+    storm_bands_fire();
+}
+
+/// The second part's experiments (`ch11_semantics`).
+pub fn run_semantics() {
     drift();
     status_storm();
     requeue();
     backoff();
     deleted();
     relist_gap();
+}
+
+/// The third part's experiments under virtual time (`ch11_findings`), and the table of every
+/// claim on both runtimes.
+pub fn run_findings() {
     waiters();
     rounding();
     super::claims::table();
 }
 
-/// Everything the chapter shows under the real clock (the `cargo run` experiment).
-pub fn run_real() {
-    storm_real();
+/// The third part's experiments under the real clock (`ch11_findings_real`).
+pub fn run_findings_real() {
     latency_real(200);
+    latency_band_fires(100);
 }

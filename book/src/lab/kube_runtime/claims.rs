@@ -35,7 +35,7 @@ pub struct Row {
     pub kube_runtime: String,
     /// Whether the two runs agree on the claim.
     pub carries_over: bool,
-    /// The snapshot (chapter 11) that shows the run.
+    /// The snapshot (chapter 11's parts) that shows the run.
     pub evidence: &'static str,
 }
 
@@ -289,9 +289,23 @@ pub fn markdown(rows: &[Row]) -> String {
     out
 }
 
-/// Runs the rows and snapshots the table as `ch11_claims`.
+/// Runs the rows, snapshots the table as `ch11_claims`, and adds each row to this run's
+/// claims table ([`crate::kit::claims`]): what kube-runtime did, and whether it carries over.
 pub fn table() -> Vec<Row> {
     let rows = rows();
     snap::text("ch11_claims", markdown(&rows));
+    for r in &rows {
+        let verdict = if r.carries_over {
+            "carries over"
+        } else {
+            "differs"
+        };
+        crate::kit::claims::record(crate::kit::claims::Row::exact(
+            format!("On kube-runtime 5.0.0: {}", r.claim),
+            "11",
+            r.evidence,
+            format!("{verdict}: {}", r.kube_runtime),
+        ));
+    }
     rows
 }

@@ -27,7 +27,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{
     Controller as KubeController,
-    controller::Action,
+    controller::{Action, Config},
     reflector::{self, reflector},
     watcher::{self, watcher},
 };
@@ -153,20 +153,27 @@ impl Starts {
 /// a whole millisecond and one write is sent.
 pub fn rounding(offsets_us: &[u64], releases: &[Release]) -> Vec<Rounding> {
     let plan: Vec<Option<u64>> = offsets_us.iter().map(|&o| Some(o)).collect();
-    rig::paused(race(plan, releases))
+    rig::paused(race(plan, releases, Duration::ZERO))
 }
 
-/// One write per entry of `plan`, 2 ms apart, each timed from the moment it is sent to the
-/// start of each controller's reconcile: `Some(offset)` stands `offset` µs past a whole
-/// millisecond first (paused clock only); `None` just writes (under the real clock, where it
-/// lands). The body chapter 11 shows; [`rounding`] runs it under the paused clock, and
-/// `ch11::latency_real` under the real one.
-pub async fn race(plan: Vec<Option<u64>>, releases: &[Release]) -> Vec<Rounding> {
-    // book: ch11_race
-    let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
-    fixture.target.create(OBJECT, 0).await.expect("create");
+/// The two sides of a [`race`], started: this crate's controllers and what each noted, and
+/// kube-runtime's.
+pub struct Racers {
+    /// This crate's controller, once per release raced.
+    pub controllers: Vec<Controller<ConfigMap>>,
+    /// When each of them started a reconcile, by the value it read.
+    pub ours: Vec<Starts>,
+    /// When kube-runtime's started one.
+    pub kube: Starts,
+    /// kube-runtime's controller, running.
+    pub kube_task: tokio::task::JoinHandle<()>,
+}
 
-    // This crate's controller, at each release: the reconciler notes when it started.
+// book: ch11_fn_racers
+/// This crate's controller at each of `releases` and kube-runtime's (with `Config::debounce`
+/// set to `debounce`), started on `fixture`; each reconciler notes when it started, by the
+/// value it read, and does nothing else.
+pub fn racers(fixture: &mut Fixture, releases: &[Release], debounce: Duration) -> Racers {
     let ours: Vec<Starts> = releases.iter().map(|_| Starts::default()).collect();
     let mut controllers = vec![];
     for (&release, seen) in releases.iter().zip(&ours) {
@@ -184,13 +191,13 @@ pub async fn race(plan: Vec<Option<u64>>, releases: &[Release]) -> Vec<Rounding>
                 .expect("controller"),
         );
     }
-    start(&mut fixture, &controllers);
+    start(fixture, &controllers);
 
-    // kube-runtime's, the same.
     let kube = Starts::default();
     let seen = kube.clone();
     let kube_task = tokio::spawn(
         KubeController::new(fixture.target.api(), watcher::Config::default())
+            .with_config(Config::default().debounce(debounce)) // zero unless a run asks
             .run(
                 move |cm: Arc<ConfigMap>, _: Arc<()>| {
                     if let Some(v) = value_of(&cm) {
@@ -203,6 +210,34 @@ pub async fn race(plan: Vec<Option<u64>>, releases: &[Release]) -> Vec<Rounding>
             )
             .for_each(|_| async {}),
     );
+    Racers {
+        controllers,
+        ours,
+        kube,
+        kube_task,
+    }
+}
+// book: end ch11_fn_racers
+
+/// One write per entry of `plan`, 2 ms apart, each timed from the moment it is sent to the
+/// start of each controller's reconcile ([`racers`], kube-runtime's with `debounce`):
+/// `Some(offset)` stands `offset` µs past a whole millisecond first (paused clock only); `None`
+/// just writes (under the real clock, where it lands). The body chapter 11 shows; [`rounding`]
+/// runs it under the paused clock, and `ch11::latency_real` under the real one.
+pub async fn race(
+    plan: Vec<Option<u64>>,
+    releases: &[Release],
+    debounce: Duration,
+) -> Vec<Rounding> {
+    // book: ch11_race
+    let mut fixture = Fixture::new(&Backend::InProcess).await.expect("cluster");
+    fixture.target.create(OBJECT, 0).await.expect("create");
+    let Racers {
+        controllers,
+        ours,
+        kube,
+        kube_task,
+    } = racers(&mut fixture, releases, debounce);
 
     let api = fixture.target.api();
     let mut rows = vec![];

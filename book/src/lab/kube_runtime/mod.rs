@@ -57,9 +57,11 @@ pub mod findings;
 pub mod semantics;
 pub mod storm;
 
-/// The bands chapter 11's real-clock runs pin (chapter 10's table).
-pub use bands::ALL as BANDS;
-pub use ch11::{run_real, run_virtual};
+/// The band the findings part of chapter 11 pins.
+pub use bands::FINDINGS as FINDINGS_BANDS;
+/// The bands the storm part of chapter 11 pins (chapter 10's table).
+pub use bands::STORM as STORM_BANDS;
+pub use ch11::{run_findings, run_findings_real, run_semantics, run_storm, run_storm_real};
 
 use std::{fmt::Write as _, sync::Arc, time::Duration};
 

@@ -16,15 +16,9 @@ pub mod relists;
 pub mod storms;
 pub mod versions;
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use crate::lab::rig::{self, Backend, real::RealServer};
-
-/// The folder of the real tier's band bases: one `NAME.tsv` per band (see
-/// [`crate::kit::basis`]).
-pub fn basis_dir() -> PathBuf {
-    crate::repo().join("book/src/lab/real_server/basis")
-}
 
 /// Writes in one latency run, 20 ms apart.
 pub const LATENCY_WRITES: u64 = 200;

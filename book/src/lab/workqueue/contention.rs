@@ -279,7 +279,8 @@ pub fn ch01_contention_real() {
     // book: end ch01_contention_real
 }
 
-/// The essay's figures held against the real-clock run's bands (snapshot `ch01_essay`).
+/// The essay's figures beside the real-clock run's bands, not comparable with them (snapshot
+/// `ch01_essay`).
 pub fn ch01_essay() {
     // book: ch01_essay
     use controlloop_book::lab::workqueue::contention::bands;
@@ -288,7 +289,8 @@ pub fn ch01_essay() {
     let essay_queue_reconciles = 148_497;
     let essay_channel_violations = 21_940;
 
-    let verdict = |inside: bool| if inside { "inside" } else { "outside" };
+    // Another harness: its figures stand beside this harness's bands, not inside or outside.
+    let verdict = "not comparable: the harnesses differ";
     let mut table = format!("{:<18} {:>7}   {:<15} verdict\n", "figure", "essay", "band");
     for (figure, value, band) in [
         (
@@ -302,16 +304,13 @@ pub fn ch01_essay() {
             bands::CHANNEL_VIOLATIONS,
         ),
     ] {
-        let v = verdict(band.contains(value));
         writeln!(
             table,
-            "{figure:<18} {value:>7}   {:<15} {v}",
+            "{figure:<18} {value:>7}   {:<15} {verdict}",
             band.to_string()
         )
         .unwrap();
     }
-    assert!(bands::QUEUE_RECONCILES.contains(essay_queue_reconciles));
-    assert!(bands::CHANNEL_VIOLATIONS.contains(essay_channel_violations));
     controlloop_book::kit::snap::text("ch01_essay", table);
     // book: end ch01_essay
 }
@@ -340,29 +339,14 @@ pub fn record_virtual(queue: Counts, broken: Counts, channel: Counts, adds: usiz
 pub mod bands {
     use crate::kit::band::Band;
 
-    /// Queue reconciles out of 320,000 adds. The floor is durable: every key's last add is
-    /// reconciled, so at least 64. The count swings widely: it rises while the workers keep pace
-    /// with the producer (fewer adds find their key still queued), which a quiet or fast machine
-    /// makes likelier, so the ceiling is set at half the adds rather than near the runs seen.
-    pub const QUEUE_RECONCILES: Band<u64> = Band::new(
-        64,
-        160_000,
-        "2-core x86-64, `controlloop contention`: 300 release runs at load 1.1-2.3 64..=61748 \
-         (median 64), 50 dev-profile runs at load 1.4-2.2 223..=16296; earlier, at load \
-         2.4-8.7: 200 release runs 64..=10828, 434 dev-profile runs 64..=3157; client-go's \
-         harness 3611..=6308; floor = one per key; ceiling = half the adds, ~x2.6 above the \
-         highest",
-    );
-    /// Channel same-key violations. The floor is 0: runs of the channel with none were seen,
-    /// so "more than 0" is claimed by the fixed-schedule run, not here.
-    pub const CHANNEL_VIOLATIONS: Band<u64> = Band::new(
-        0,
-        64_000,
-        "2-core x86-64, `controlloop contention`: 300 release runs at load 1.1-2.3 23..=29903, \
-         50 dev-profile runs at load 1.4-2.2 2..=20567; earlier, at load 2.4-8.7: 200 release \
-         runs 15..=16814, 434 dev-profile runs 12..=17554; a 2-core machine of another make: 60 \
-         runs, one with 0 and three above 20000; ~x2.1 above the highest here, 20 % of adds",
-    );
+    /// Queue reconciles out of 320,000 adds. Durable, and asserted beside the band: at least
+    /// one per key (64), fewer than the adds. How many between swings with how often the
+    /// workers keep pace with the producer.
+    pub const QUEUE_RECONCILES: Band<u64> = Band::new(32, 3_248, "book/bases/queue_reconciles.tsv");
+    /// Channel same-key violations. Its runs include 0, so "more than 0" is claimed by the
+    /// fixed-schedule run, not here.
+    pub const CHANNEL_VIOLATIONS: Band<u64> =
+        Band::new(1_459, 29_734, "book/bases/channel_violations.tsv");
 
     /// Every band of the harness, by name, for the book's table of bands.
     pub const ALL: &[(&str, Band<u64>)] = &[

@@ -104,17 +104,19 @@ pub static KNOWN: &[Difference] = &[
         what: "server-side apply has no field ownership",
         scenarios: &["server_side_apply"],
         steps: &[
+            "apply create",
             "apply conflict",
             "apply force",
             "managers after create",
             "managers after force",
+            "apply without fieldManager",
         ],
         paths: &["(code)", " (length)"],
         server: None,
-        embedded: "an apply creates a missing object (no metadata.managedFields); an apply to an \
-                   existing object, forced or not, is 501 NotImplemented, saying that it records \
-                   no field ownership and naming the merge patch to send instead",
-        real: "409 Conflict (cause FieldManagerConflict, `conflict with \"alice\": .data.k`); \
+        embedded: "every apply, to a missing object or an existing one, forced or not, with or \
+                   without a fieldManager, is 415 UnsupportedMediaType, saying that the server \
+                   records no field ownership (metadata.managedFields); nothing is written",
+        real: "an apply creates (201) with managedFields; a second manager's apply is 409 Conflict (cause FieldManagerConflict, `conflict with \"alice\": .data.k`); \
                force=true takes the field and removes alice's entry; managedFields name each \
                manager",
         reason: "the embedded server implements no field management (its module docs say so); \
@@ -122,24 +124,6 @@ pub static KNOWN: &[Difference] = &[
         fix: "record managers per field (managedFields), answer 409 FieldManagerConflict as \
               upstream, and let force=true take the fields and drop what the applier no longer \
               sets",
-    },
-    Difference {
-        what: "dryRun is refused",
-        scenarios: &["dry_run"],
-        steps: &[
-            "dry-run create",
-            "dry-run update",
-            "dry-run delete",
-            "invalid dryRun",
-        ],
-        paths: &["(code)"],
-        server: None,
-        embedded: "400 BadRequest \"dryRun is not supported by this server\" (for every value)",
-        real: "dryRun=All validates and answers as if it had written (201/200), storing nothing; \
-               an unknown value is 422 Invalid",
-        reason: "the embedded server has no dry-run path",
-        fix: "run the write's validation and return the would-be object without storing it or \
-              moving the revision; 422 (cause on dryRun) for values other than All",
     },
     Difference {
         what: "a new finalizer is accepted on a deleting object",
@@ -178,22 +162,9 @@ pub static KNOWN: &[Difference] = &[
               resourceVersion",
     },
     Difference {
-        what: "delete with finalizers is 202",
-        scenarios: &["finalizers"],
-        steps: &["delete", "widget delete"],
-        paths: &["(code)"],
-        server: None,
-        embedded: "202 Accepted with the object (deletionTimestamp set)",
-        real: "200 OK with the object",
-        reason: "kube-apiserver answers 202 only for a deletion that is still to happen \
-                 asynchronously through the garbage collector's orphan/foreground paths; a \
-                 finalizer-held delete is 200",
-        fix: "200 with the object",
-    },
-    Difference {
         what: "delete answers the object, not a Status",
-        scenarios: &["configmap_crud", "widget_crud", "delete_preconditions"],
-        steps: &["delete", "matching"],
+        scenarios: &["configmap_crud", "widget_crud", "delete_preconditions", "dry_run"],
+        steps: &["delete", "matching", "dry-run delete"],
         paths: &["(kind)"],
         server: None,
         embedded: "200 with the deleted object",

@@ -552,8 +552,8 @@ fn shown(v: Option<&Value>) -> String {
     v.map_or_else(|| "(absent)".to_owned(), |v| cut(&v.to_string(), 90))
 }
 
-/// Which server a run is on, for its setup: the real one needs the namespace created and the
-/// book's CRDs installed; the embedded one serves both resources in any namespace.
+/// Which server a run is on, for its setup: the real one needs the book's CRDs installed; the
+/// embedded one serves the book's kinds without them. Both get each scenario's namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
     /// The embedded API server.
@@ -576,15 +576,11 @@ pub async fn run(
     let mut out = Vec::new();
     for scenario in scenarios {
         let ns = format!("c-{nonce}-{}", scenario.name.replace('_', "-"));
-        if server == Server::Real {
-            setup::namespace(client, &ns).await?;
-        }
+        setup::namespace(client, &ns).await?;
         let mut session = Session::new(client.clone(), &ns, scenario.name);
         (scenario.run)(&mut session).await?;
         out.push((scenario.name, session.into_transcript()));
-        if server == Server::Real {
-            setup::delete_namespace(client, &ns).await;
-        }
+        setup::delete_namespace(client, &ns).await;
     }
     Ok(out)
 }

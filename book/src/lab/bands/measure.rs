@@ -1,0 +1,287 @@
+//! How a band's runs are measured: each group runs the experiments that check some bands,
+//! exactly as `cargo test` runs them but without the bands, and returns the value each band
+//! would have checked. `cargo run -- measure GROUP --runs N` appends them to the bands' files
+//! (`book/bases/NAME.tsv`) with the build profile, the load and the date.
+
+use std::time::Duration;
+
+use crate::lab::{
+    burst::{self, Clock, Params, Report, sweeps},
+    faults::{Fault, Row},
+    intro, kube_runtime,
+    rig::{self},
+    workqueue::contention::{ADDS, through_channel, through_queue},
+};
+use controlloop::{controller::Release, workqueue::Queue};
+
+/// One value a band would have checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// The band's file, without `.tsv` (the band's name in lower case).
+    pub band: &'static str,
+    /// What it would have checked.
+    pub value: f64,
+    /// Which run gave it.
+    pub what: String,
+}
+
+/// A set of bands measured by one run of their experiments.
+pub struct Group {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// What one run of the group runs.
+    pub runs: &'static str,
+    /// The bands it gives values for (their files, without `.tsv`).
+    pub bands: &'static [&'static str],
+    /// One run.
+    pub run: fn() -> Vec<Value>,
+}
+
+/// Every group, in chapter order. Each band is measured by exactly one group.
+pub const GROUPS: &[Group] = &[
+    Group {
+        name: "intro",
+        runs: "chapter 00: ten virtual one-second sleeps (`intro::ten_virtual_sleeps`)",
+        bands: &["real_us"],
+        run: intro_run,
+    },
+    Group {
+        name: "contention",
+        runs: "chapter 01: 320,000 adds through the queue, then through the channel \
+               (`contention::through_queue`, `through_channel`)",
+        bands: &["queue_reconciles", "channel_violations"],
+        run: contention_run,
+    },
+    Group {
+        name: "storms",
+        runs: "chapter 06: the essay's storm under the real clock over HTTP, then the three \
+               real-clock sweeps at once, each on its own server (`burst::run`, `Sweep::run`); \
+               and chapter 11's run of the same essay storm beside kube-runtime's",
+        bands: &[
+            "real_essay_reconciles",
+            "real_reconcile_ratio",
+            "real_collapse_at_or_below_gap",
+            "real_write_overhead_ms",
+            "real_converge_overhead_ms",
+        ],
+        run: storms_run,
+    },
+    Group {
+        name: "kube",
+        runs: "chapter 11: kube-runtime's essay storm under the real clock over HTTP, then its \
+               three real-clock sweeps at once (`kube_runtime::storm::run`)",
+        bands: &[
+            "kube_real_essay_reconciles",
+            "kube_real_reconcile_ratio",
+            "kube_real_collapse_at_or_below_gap",
+        ],
+        run: kube_run,
+    },
+    Group {
+        name: "latency",
+        runs: "chapter 11: 200 writes 2 ms apart, both controllers on one in-process server, \
+               real clock (`findings::race`)",
+        bands: &["real_latency_p50_gap_ms"],
+        run: latency_run,
+    },
+    Group {
+        name: "faults",
+        runs: "chapter 12: the slow event handler's row, both designs, real clock \
+               (`faults::Row::run`)",
+        bands: &["slow_handler_reconciles"],
+        run: faults_run,
+    },
+];
+
+/// The group named `name`.
+pub fn group(name: &str) -> Option<&'static Group> {
+    GROUPS.iter().find(|g| g.name == name)
+}
+
+fn value(band: &'static str, value: f64, what: impl Into<String>) -> Value {
+    Value {
+        band,
+        value,
+        what: what.into(),
+    }
+}
+
+fn intro_run() -> Vec<Value> {
+    let (_, real) = intro::ten_virtual_sleeps();
+    vec![value(
+        "real_us",
+        real.as_micros() as f64,
+        "ten virtual sleeps",
+    )]
+}
+
+fn contention_run() -> Vec<Value> {
+    let queue = rig::real(through_queue(Queue::new(), ADDS, None, |_| Duration::ZERO));
+    let channel = rig::real(through_channel(ADDS, None, |_| Duration::ZERO));
+    vec![
+        value("queue_reconciles", queue.reconciles as f64, "through_queue"),
+        value(
+            "channel_violations",
+            channel.violations as f64,
+            "through_channel",
+        ),
+    ]
+}
+
+fn storm(r: &Report) -> String {
+    format!(
+        "{} writes, gap {} ms, cost {} ms",
+        r.writes_issued,
+        r.gap.as_millis(),
+        r.cost.as_millis()
+    )
+}
+
+/// The three real-clock sweeps at once, each on its own thread and server, as chapters 06 and
+/// 11 run them; `one` runs one storm.
+fn sweeps_at_once(one: fn(&Params) -> Report) -> Vec<Report> {
+    let handles: Vec<_> = sweeps::Sweep::ALL
+        .iter()
+        .map(|&s| std::thread::spawn(move || s.params(Clock::Real).iter().map(one).collect()))
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h: std::thread::JoinHandle<Vec<Report>>| h.join().expect("a sweep panicked"))
+        .collect()
+}
+
+fn ours(p: &Params) -> Report {
+    burst::run(p).expect("a real-clock storm")
+}
+
+fn kube(p: &Params) -> Report {
+    kube_runtime::storm::run(p, Default::default()).expect("a kube-runtime real-clock storm")
+}
+
+fn storms_run() -> Vec<Value> {
+    let essay = Params::essay().real();
+    let chapter06 = ours(&essay);
+    let mut out = vec![
+        value(
+            "real_essay_reconciles",
+            chapter06.reconciles as f64,
+            "chapter 06 essay storm",
+        ),
+        value(
+            "real_reconcile_ratio",
+            sweeps::reconcile_ratio(&chapter06),
+            "chapter 06 essay storm",
+        ),
+    ];
+    for r in sweeps_at_once(ours) {
+        let what = format!("sweep: {}", storm(&r));
+        out.push(value(
+            "real_reconcile_ratio",
+            sweeps::reconcile_ratio(&r),
+            &what,
+        ));
+        out.push(value(
+            "real_write_overhead_ms",
+            sweeps::write_overhead_ms(&r),
+            &what,
+        ));
+        out.push(value(
+            "real_converge_overhead_ms",
+            sweeps::converge_overhead_ms(&r),
+            &what,
+        ));
+        if r.cost <= r.gap && !r.behind_in_fact() {
+            out.push(value("real_collapse_at_or_below_gap", r.collapse, &what));
+        }
+    }
+    let chapter11 = ours(&essay);
+    out.push(value(
+        "real_essay_reconciles",
+        chapter11.reconciles as f64,
+        "chapter 11 essay storm",
+    ));
+    out
+}
+
+fn kube_run() -> Vec<Value> {
+    let essay = kube(&Params::essay().real());
+    let mut out = vec![value(
+        "kube_real_essay_reconciles",
+        essay.reconciles as f64,
+        "kube-runtime essay storm",
+    )];
+    for r in sweeps_at_once(kube) {
+        let what = format!("kube-runtime sweep: {}", storm(&r));
+        out.push(value(
+            "kube_real_reconcile_ratio",
+            sweeps::reconcile_ratio(&r),
+            &what,
+        ));
+        if r.cost <= r.gap {
+            out.push(value(
+                "kube_real_collapse_at_or_below_gap",
+                r.collapse,
+                &what,
+            ));
+        }
+    }
+    out
+}
+
+fn latency_run() -> Vec<Value> {
+    let plan = vec![None; 200];
+    let rows = rig::real(kube_runtime::findings::race(
+        plan,
+        &[Release::default()],
+        Duration::ZERO,
+    ));
+    let gap = kube_runtime::ch11::median_gap_ms(&rows);
+    vec![value(
+        "real_latency_p50_gap_ms",
+        gap,
+        "200 writes, 2 ms apart",
+    )]
+}
+
+fn faults_run() -> Vec<Value> {
+    let row = Row::run(Fault::SlowHandler);
+    vec![value(
+        "slow_handler_reconciles",
+        row.level.reconciles as f64,
+        "slow event handler, level design",
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_band_is_measured_by_exactly_one_group() {
+        let mut measured: Vec<&str> = GROUPS
+            .iter()
+            .flat_map(|g| g.bands.iter().copied())
+            .collect();
+        let n = measured.len();
+        measured.sort_unstable();
+        measured.dedup();
+        assert_eq!(measured.len(), n, "a band in two groups");
+        let mut pinned: Vec<String> = super::super::all()
+            .iter()
+            .map(|p| p.name.to_lowercase())
+            .collect();
+        pinned.sort_unstable();
+        assert_eq!(measured, pinned);
+    }
+
+    #[test]
+    fn the_intro_group_gives_its_one_band_a_value() {
+        let values = intro_run();
+        assert_eq!(values.len(), 1);
+        assert_eq!(values[0].band, "real_us");
+        assert!(
+            values[0].value < 10_000_000.0,
+            "ten real seconds: {values:?}"
+        );
+    }
+}
