@@ -53,20 +53,19 @@ fn ms(d: Duration) -> f64 {
 pub async fn run(backend: &Backend, server: &str) -> Result<ListCosts, RigError> {
     let target = Target::start(backend).await?;
     let client = target.client();
-    if matches!(backend, Backend::Kubeconfig(_)) {
-        let nss: Api<Namespace> = Api::all(client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(NAMESPACE.into()),
-                ..Default::default()
-            },
+    // Both servers serve Namespaces, and a create into a missing one is 404 on both.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
             ..Default::default()
-        };
-        match nss.create(&PostParams::default(), &ns).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
+        },
+        ..Default::default()
+    };
+    match nss.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let t = Instant::now();
