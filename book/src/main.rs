@@ -57,6 +57,31 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         runs: usize,
     },
+    /// The real control plane on 127.0.0.1 (etcd, kube-apiserver, kube-controller-manager and
+    /// kubectl at Kubernetes v1.37.2, built from Go modules by `upstream/controlplane`; needs
+    /// Go 1.26+): `cluster up` builds once and starts it, Ctrl-C or SIGTERM stops it.
+    Cluster {
+        #[command(subcommand)]
+        verb: ClusterVerb,
+        /// The second control plane, whose kube-apiserver runs with `--watch-cache=false`.
+        #[arg(long, global = true)]
+        no_watch_cache: bool,
+        /// The state folder (default `target/controlplane`, or its `no-watch-cache/`).
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+    },
+    /// Measure the real tier's band bases: run every banded experiment on the real control
+    /// plane (and the embedded server beside it) ROUNDS times, print each value, and with
+    /// --write append one line per value to its band's file, `book/bases/NAME.tsv`.
+    /// Needs `--features tls` and `cluster up`.
+    RealBasis {
+        /// How many rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Append to the basis files (review the diff; the bands move with it).
+        #[arg(long)]
+        write: bool,
+    },
     /// Measure bands' runs: run a group's experiments N times, as `cargo test` runs them but
     /// without their bands, and append each value to its band's file (`book/bases/NAME.tsv`)
     /// with the build profile, the load and the date. With no group, list the groups.
@@ -74,6 +99,34 @@ enum Command {
         #[arg(long, default_value_t = 8001)]
         port: u16,
     },
+}
+
+/// What `cluster` does.
+#[derive(Subcommand)]
+enum ClusterVerb {
+    /// Build the binaries if needed (once: ~15 min cold, then 0.3 s), start the control plane
+    /// and wait until ready; stays in the foreground unless --detach.
+    Up {
+        /// Return once ready, leaving it running in the background (stop it with `down`).
+        #[arg(long)]
+        detach: bool,
+        /// kube-apiserver's --etcd-compaction-interval (default 5m; e.g. 5s to see 410 soon).
+        #[arg(long)]
+        compaction_interval: Option<String>,
+        /// Further flags for `upstream/controlplane`'s `up`, after `--`.
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
+    /// Stop it and everything it started (idempotent).
+    Down,
+    /// Whether it is up (exit 0) or not (exit 3), and where.
+    Status {
+        /// Print its current.json.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the shell exports that name it: eval "$(cargo run -q -- cluster env)".
+    Env,
 }
 
 /// The storm's parameters (defaults: the essay's run, over HTTP to the embedded server).
@@ -123,6 +176,38 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Measure { groups, runs }) => measure(&groups, runs),
         Some(Command::Apiserver { port }) => run_apiserver(port),
+        Some(Command::RealBasis { rounds, write }) => real_basis(rounds, write),
+        Some(Command::Cluster {
+            verb,
+            no_watch_cache,
+            dir,
+        }) => {
+            use controlloop_book::{lab::rig::real::Instance, press::cluster::Verb};
+            let verb = match verb {
+                ClusterVerb::Up {
+                    detach,
+                    compaction_interval,
+                    extra,
+                } => Verb::Up {
+                    detach,
+                    compaction_interval,
+                    extra,
+                },
+                ClusterVerb::Down => Verb::Down,
+                ClusterVerb::Status { json } => Verb::Status { json },
+                ClusterVerb::Env => Verb::Env,
+            };
+            let instance = if no_watch_cache {
+                Instance::NoWatchCache
+            } else {
+                Instance::Main
+            };
+            let code = press::cluster::run(&verb, instance, dir.as_deref())?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Some(Command::Site) => finish(build_site()?, cli.serve, cli.port),
         Some(Command::Costs {
             run,
@@ -291,6 +376,51 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
             failed.len(),
             failed.join(", ")
         );
+    }
+    Ok(())
+}
+
+/// The `real-basis` subcommand: `rounds` rounds of the real tier's banded runs, each value
+/// printed and (with `write`) appended to its band's basis file.
+fn real_basis(rounds: u32, write: bool) -> anyhow::Result<()> {
+    use controlloop_book::{
+        kit::basis::{self, Run},
+        lab::{
+            real_server,
+            rig::real::{self, Instance},
+        },
+    };
+    let server = match real::tier(Instance::Main) {
+        Ok(s) => s,
+        Err(absent) => bail!("{absent}"),
+    };
+    let header = "Runs of this band, appended by `cargo run --features tls -- real-basis --rounds N \
+                  --write` against the control plane of `cargo run -- cluster up` (chapter 14, \
+                  `lab::real_server::basis_round`).";
+    for round in 1..=rounds {
+        let load = basis::load_average().unwrap_or(0.0);
+        println!("round {round}/{rounds} (load {load})");
+        for (name, value) in real_server::basis_round(&server) {
+            println!("  {name:<40} {value}");
+            if write {
+                let band = real_server::bands::band(name);
+                let file = band
+                    .basis
+                    .strip_prefix(basis::PREFIX)
+                    .ok_or_else(|| anyhow::anyhow!("{name}: its basis names no file"))?;
+                let run = Run {
+                    value: (value * 1000.0).round() / 1000.0,
+                    profile: basis::profile().to_owned(),
+                    load: basis::load_average().unwrap_or(0.0),
+                    date: jiff::Zoned::now().strftime("%Y-%m-%d").to_string(),
+                    what: format!("real-basis round {round}: {name}"),
+                };
+                basis::append(file, header, &[run])?;
+            }
+        }
+    }
+    if write {
+        println!("appended to book/bases/ (review the diff: the bands move with it)");
     }
     Ok(())
 }

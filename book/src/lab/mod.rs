@@ -48,6 +48,8 @@ pub mod method;
 #[doc(hidden)]
 pub mod moved;
 #[doc(hidden)]
+pub mod real_server;
+#[doc(hidden)]
 pub mod resync;
 pub mod rig;
 #[doc(hidden)]
@@ -107,4 +109,5 @@ pub const MODULES: &[Module] = &[
     serves!("11-what-running-kube-rs-found.md" => kube_runtime, BANDS = FINDINGS_BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
+    serves!("14-on-a-real-api-server.md" => real_server, BANDS),
 ];

@@ -157,6 +157,15 @@ chapters! {
     ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
         ch13_moved => experiment,
     ],
+    ch14_on_a_real_api_server = "14-on-a-real-api-server.md" in real_server [
+        ch14_conformance,
+        ch14_latency,
+        ch14_storms,
+        ch14_lists,
+        ch14_rv_check,
+        ch14_compaction,
+        ch14_relists,
+    ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }

@@ -8,10 +8,13 @@
 //! - [`site`]: the website, built with mdBook as a library.
 //! - [`claims`]: the table `cargo run` ends with, every claim a row, filled by the run.
 //! - [`links`]: the built site's links, each checked to resolve.
+//! - [`cluster`]: `controlloop cluster up|down|status|env`, the real control plane in one
+//!   command.
 //! - [`costs`]: the appendix "What it costs", generated from criterion's saved estimates.
 
 pub mod chapters;
 pub mod claims;
+pub mod cluster;
 pub mod costs;
 pub mod links;
 pub mod site;

@@ -87,6 +87,14 @@ impl Target {
                 let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                     .await
                     .map_err(|e| err(e.to_string()))?;
+                // Without a TLS stack kube would refuse an https server too, but only with
+                // "TLS required but no TLS stack selected": say which feature gives one.
+                if !super::real::TLS && config.cluster_url.scheme_str() == Some("https") {
+                    return Err(RigError::NoTls {
+                        path: path.clone(),
+                        server: config.cluster_url.to_string(),
+                    });
+                }
                 let client = kube::Client::try_from(config).map_err(|e| err(e.to_string()))?;
                 Ok(Target {
                     client,

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Its pieces, each once:
-//! - the clock: [`paused`] (tokio's virtual time) or [`real`], [`within`] around every await
+//! - the clock: [`paused`] (tokio's virtual time) or [`real()`], [`within`] around every await
 //!   that could hang, [`settle`], which waits for quiet on the runtime's clock, and [`HOUR`];
 //! - the cluster ([`Backend`], [`Target`], and [`Fixture`], a cluster with an informer running
 //!   on it): the subject is one ConfigMap whose `data.value` is a counter, and ConfigMaps exist
@@ -30,6 +30,8 @@
 
 mod cluster;
 mod process;
+pub mod real;
+pub mod relay;
 mod running;
 mod storm;
 
@@ -93,6 +95,18 @@ pub enum RigError {
         path: PathBuf,
         /// What went wrong.
         message: String,
+    },
+    /// The kubeconfig's server is `https` and this build has no TLS stack.
+    #[error(
+        "kubeconfig {path}: the server {server} is https, and this build has no TLS stack: \
+         build with the book's `tls` feature (`cargo test --features tls`, \
+         `cargo run --features tls -- burst --kubeconfig FILE`)"
+    )]
+    NoTls {
+        /// The file.
+        path: PathBuf,
+        /// Its current context's server.
+        server: String,
     },
     /// A request to the cluster failed.
     #[error("request to the cluster failed: {0}")]

@@ -1,0 +1,1021 @@
+//! The scenario list: each scenario is a short program of raw requests, and the answers
+//! upstream gives to its key steps ([`Expect`]), checked on both servers.
+//!
+//! The expectations are kube-apiserver v1.37.2's answers (`k8s.io/apiserver`, tag v0.37.2:
+//! `pkg/endpoints/handlers/{create,update,patch,delete,get,watch}.go`,
+//! `pkg/registry/generic/registry/store.go`, `pkg/storage/cacher/cacher.go`;
+//! `k8s.io/apiextensions-apiserver` v0.37.2, `pkg/registry/customresource/strategy.go`), as
+//! the real server gave them when the list was written; a scenario reads its earlier answers'
+//! resourceVersions, never a number typed in (except `1`, older than any history).
+//!
+//! Watches that need a write to happen after they open start instead from a resourceVersion
+//! before the write: both servers replay history from there, so no step races another.
+
+use std::{future::Future, pin::Pin, time::Duration};
+
+use serde_json::{Value, json};
+
+use super::{Body, ConformanceError, Session, Until, rv};
+
+/// A scenario's future.
+pub type Run<'a> = Pin<Box<dyn Future<Output = Result<(), ConformanceError>> + Send + 'a>>;
+
+/// One scenario.
+#[derive(Clone, Copy)]
+pub struct Scenario {
+    /// A short stable name.
+    pub name: &'static str,
+    /// What it checks, in one line.
+    pub what: &'static str,
+    /// The requests.
+    pub run: for<'a> fn(&'a mut Session) -> Run<'a>,
+    /// What upstream answers to its key steps.
+    pub expect: &'static [Expect],
+    /// Which real servers it is compared with.
+    pub on: On,
+}
+
+/// Which real servers a scenario is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum On {
+    /// kube-apiserver with and without its watch cache.
+    Both,
+    /// Only kube-apiserver with `--watch-cache=false`: with the cache, the answer depends on
+    /// the cache's window (everything since the server started, until the window slides), not
+    /// on etcd's compaction, so it changes over the life of the server.
+    WithoutWatchCache,
+}
+
+/// What one step must answer: its code, and optionally a field's value (a JSON pointer into
+/// the body, and the value as JSON text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    /// The step's label.
+    pub step: &'static str,
+    /// The HTTP status code.
+    pub code: u16,
+    /// A field of the body and its value.
+    pub field: Option<(&'static str, &'static str)>,
+}
+
+const fn code(step: &'static str, code: u16) -> Expect {
+    Expect {
+        step,
+        code,
+        field: None,
+    }
+}
+
+const fn field(
+    step: &'static str,
+    code: u16,
+    pointer: &'static str,
+    value: &'static str,
+) -> Expect {
+    Expect {
+        step,
+        code,
+        field: Some((pointer, value)),
+    }
+}
+
+impl Expect {
+    /// Whether `t` answers as expected; the mismatch otherwise.
+    pub fn check(&self, t: &super::Transcript) -> Result<(), String> {
+        let Some(r) = t.get(self.step) else {
+            return Err(format!("step {:?}: not in the transcript", self.step));
+        };
+        if r.code != self.code {
+            return Err(format!(
+                "step {:?}: code {} ({}), expected {}",
+                self.step,
+                r.code,
+                super::brief(&r.body),
+                self.code
+            ));
+        }
+        if let Some((pointer, want)) = self.field {
+            let want: Value = serde_json::from_str(want).expect("an expectation is valid JSON");
+            let got = r.body.pointer(pointer).cloned().unwrap_or(Value::Null);
+            if got != want {
+                return Err(format!(
+                    "step {:?}: {pointer} = {got}, expected {want}",
+                    self.step
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The same expectation, changed: another code, and another value for its field. A check
+    /// that passes must fail on it.
+    pub fn changed(&self) -> Expect {
+        Expect {
+            code: if self.code == 200 { 201 } else { 200 },
+            field: self.field.map(|(p, _)| (p, "\"changed\"")),
+            ..*self
+        }
+    }
+}
+
+/// ConfigMaps: `/api/v1/namespaces/{ns}/configmaps`.
+pub const CM: &str = "/api/v1/namespaces/{ns}/configmaps";
+/// Widgets (status subresource): `/apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets`.
+pub const WD: &str = "/apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets";
+/// PlainWidgets (no subresources).
+pub const PW: &str = "/apis/lab.controlloop.dev/v1/namespaces/{ns}/plainwidgets";
+
+/// A ConfigMap `name` with `data`.
+pub fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+fn widget(kind: &str, name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "lab.controlloop.dev/v1", "kind": kind, "metadata": {"name": name},
+           "spec": {"replicas": replicas}})
+}
+
+/// A resourceVersion as a number (0 if it is not one).
+pub fn number(rv: &str) -> u64 {
+    rv.parse().unwrap_or(0)
+}
+
+/// `body` with `metadata.resourceVersion` set.
+pub fn at(mut body: Value, rv: &str) -> Value {
+    body["metadata"]["resourceVersion"] = json!(rv);
+    body
+}
+
+/// How long a watch read may take.
+pub const WATCH: Duration = Duration::from_secs(8);
+
+/// Every scenario, in the order the table shows them.
+pub static SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "configmap_crud",
+        on: On::Both,
+        what: "create, get, list, update (with and without resourceVersion), delete, create twice",
+        run: |s| Box::pin(configmap_crud(s)),
+        expect: &[
+            code("create", 201),
+            field("get", 200, "/data/k", "\"v\""),
+            field("list", 200, "/items/0/metadata/name", "\"a\""),
+            field("update", 200, "/data/k", "\"w\""),
+            code("update without resourceVersion", 200),
+            code("delete", 200),
+            code("get deleted", 404),
+            field("create twice", 409, "/reason", "\"AlreadyExists\""),
+        ],
+    },
+    Scenario {
+        name: "widget_crud",
+        on: On::Both,
+        what: "the Widget CRD: create, update the spec, update without resourceVersion, delete",
+        run: |s| Box::pin(widget_crud(s)),
+        expect: &[
+            field("create", 201, "/metadata/generation", "1"),
+            field("update spec", 200, "/metadata/generation", "2"),
+            field(
+                "update without resourceVersion",
+                422,
+                "/reason",
+                "\"Invalid\"",
+            ),
+            code("delete", 200),
+            code("get deleted", 404),
+        ],
+    },
+    Scenario {
+        name: "configmap_patches",
+        on: On::Both,
+        what: "merge, JSON and strategic-merge patches of a ConfigMap, and the ones refused",
+        run: |s| Box::pin(configmap_patches(s)),
+        expect: &[
+            field("merge patch", 200, "/data", r#"{"k":"w"}"#),
+            field("json patch", 200, "/data", r#"{"j":"1","k":"z"}"#),
+            code("json patch failing test", 422),
+            code("json patch removing a missing key", 422),
+            field("strategic merge patch", 200, "/data/s", "\"1\""),
+            code("patch of a missing object", 404),
+            field("patch renaming", 400, "/reason", "\"BadRequest\""),
+        ],
+    },
+    Scenario {
+        name: "widget_patches",
+        on: On::Both,
+        what: "patches of a custom resource: merge and JSON, strategic merge refused, a type error",
+        run: |s| Box::pin(widget_patches(s)),
+        expect: &[
+            field("merge patch", 200, "/metadata/generation", "2"),
+            field(
+                "strategic merge patch",
+                415,
+                "/reason",
+                "\"UnsupportedMediaType\"",
+            ),
+            field("json patch", 200, "/spec/replicas", "5"),
+            field(
+                "merge patch of the wrong type",
+                422,
+                "/reason",
+                "\"Invalid\"",
+            ),
+        ],
+    },
+    Scenario {
+        name: "resource_versions",
+        on: On::Both,
+        what: "a list's resourceVersion, a watch from it, a stale update refused",
+        run: |s| Box::pin(resource_versions(s)),
+        expect: &[
+            code("list", 200),
+            code("update", 200),
+            field("stale update", 409, "/reason", "\"Conflict\""),
+            field("watch from the list", 200, "/0/type", "\"MODIFIED\""),
+            field("the update is newer than the list", 0, "", "true"),
+        ],
+    },
+    Scenario {
+        name: "too_old",
+        on: On::WithoutWatchCache,
+        what: "a watch and an exact list from resourceVersion 2, long compacted in etcd: 410",
+        run: |s| Box::pin(too_old(s)),
+        expect: &[
+            field("watch from 2", 200, "/0/object/code", "410"),
+            field("watch from 2", 200, "/0/object/reason", "\"Expired\""),
+            field("exact list at 2", 410, "/reason", "\"Expired\""),
+        ],
+    },
+    Scenario {
+        name: "bookmarks",
+        on: On::Both,
+        what: "a watch with allowWatchBookmarks and a 2 s timeout, read to its end",
+        run: |s| Box::pin(bookmarks(s)),
+        expect: &[code("watch with bookmarks", 200)],
+    },
+    Scenario {
+        name: "watch_list",
+        on: On::Both,
+        what: "sendInitialEvents: the objects as ADDED, then the initial-events-end bookmark",
+        run: |s| Box::pin(watch_list(s)),
+        expect: &[
+            field("watch-list", 200, "/0/type", "\"ADDED\""),
+            field("watch-list", 200, "/3/type", "\"BOOKMARK\""),
+            field(
+                "watch-list",
+                200,
+                "/3/object/metadata/annotations/k8s.io~1initial-events-end",
+                "\"true\"",
+            ),
+            field("watch-list without bookmarks", 200, "/0/type", "\"ADDED\""),
+            code("watch-list with an exact match", 422),
+        ],
+    },
+    Scenario {
+        name: "pagination",
+        on: On::Both,
+        what: "limit and continue over five objects; a malformed continue token",
+        run: |s| Box::pin(pagination(s)),
+        expect: &[
+            field("page 1", 200, "/metadata/remainingItemCount", "3"),
+            field("page 2", 200, "/items/1/metadata/name", "\"p4\""),
+            field("page 3", 200, "/metadata/continue", "null"),
+            field("bad continue", 400, "/reason", "\"BadRequest\""),
+        ],
+    },
+    Scenario {
+        name: "selectors",
+        on: On::Both,
+        what: "label and field selectors, invalid ones, and a watch an object leaves",
+        run: |s| Box::pin(selectors(s)),
+        expect: &[
+            field("label equality", 200, "/items/0/metadata/name", "\"a\""),
+            field("label set", 200, "/items/1/metadata/name", "\"b\""),
+            field("label absent", 200, "/items/0/metadata/name", "\"c\""),
+            field("invalid label selector", 400, "/reason", "\"BadRequest\""),
+            field("field selector", 200, "/items/0/metadata/name", "\"b\""),
+            field(
+                "unsupported field selector",
+                400,
+                "/reason",
+                "\"BadRequest\"",
+            ),
+            field("watch the object leaves", 200, "/0/type", "\"DELETED\""),
+        ],
+    },
+    Scenario {
+        name: "validation",
+        on: On::Both,
+        what: "names and labels: 422 with causes; generateName; a namespace that differs",
+        run: |s| Box::pin(validation(s)),
+        expect: &[
+            field(
+                "invalid name",
+                422,
+                "/details/causes/0/field",
+                "\"metadata.name\"",
+            ),
+            field("invalid label key", 422, "/reason", "\"Invalid\""),
+            field("invalid label value", 422, "/reason", "\"Invalid\""),
+            code("missing name", 422),
+            code("generateName", 201),
+            field("namespace differs", 400, "/reason", "\"BadRequest\""),
+            field("widget without replicas", 422, "/reason", "\"Invalid\""),
+        ],
+    },
+    Scenario {
+        name: "status_subresource",
+        on: On::Both,
+        what: "Widget: /status writes only status, the main endpoint ignores status",
+        run: |s| Box::pin(status_subresource(s)),
+        expect: &[
+            field("status write", 200, "/spec/replicas", "1"),
+            field("status write", 200, "/metadata/generation", "1"),
+            field(
+                "main write with a status",
+                200,
+                "/status/readyReplicas",
+                "1",
+            ),
+            field("spec write", 200, "/metadata/generation", "2"),
+            field("status patch", 200, "/metadata/generation", "2"),
+        ],
+    },
+    Scenario {
+        name: "generation",
+        on: On::Both,
+        what: "PlainWidget (no subresource): a status write moves the generation, metadata does not",
+        run: |s| Box::pin(generation(s)),
+        expect: &[
+            field(
+                "status through the main endpoint",
+                200,
+                "/metadata/generation",
+                "2",
+            ),
+            code("status endpoint", 404),
+            field("label write", 200, "/metadata/generation", "2"),
+        ],
+    },
+    Scenario {
+        name: "finalizers",
+        on: On::Both,
+        what: "delete with a finalizer sets deletionTimestamp; no new finalizers; removal deletes",
+        run: |s| Box::pin(finalizers(s)),
+        expect: &[
+            code("delete", 200),
+            field(
+                "get while deleting",
+                200,
+                "/metadata/finalizers",
+                r#"["example.com/hold"]"#,
+            ),
+            field(
+                "add a finalizer while deleting",
+                422,
+                "/reason",
+                "\"Invalid\"",
+            ),
+            code("update while deleting", 200),
+            code("remove the finalizer", 200),
+            code("get after", 404),
+            field("widget delete", 200, "/metadata/generation", "2"),
+        ],
+    },
+    Scenario {
+        name: "delete_preconditions",
+        on: On::Both,
+        what: "delete with a stale resourceVersion or another uid: 409; the right ones: 200",
+        run: |s| Box::pin(delete_preconditions(s)),
+        expect: &[
+            field("stale resourceVersion", 409, "/reason", "\"Conflict\""),
+            field("other uid", 409, "/reason", "\"Conflict\""),
+            code("matching", 200),
+        ],
+    },
+    Scenario {
+        name: "dry_run",
+        on: On::Both,
+        what: "dryRun=All on create, update and delete changes nothing; an invalid value is 400",
+        run: |s| Box::pin(dry_run(s)),
+        expect: &[
+            code("dry-run create", 201),
+            code("get after dry-run create", 404),
+            field("dry-run update", 200, "/data/k", "\"dry\""),
+            field("get after dry-run update", 200, "/data/k", "\"v\""),
+            code("dry-run delete", 200),
+            code("get after dry-run delete", 200),
+            field("invalid dryRun", 422, "/reason", "\"Invalid\""),
+        ],
+    },
+    Scenario {
+        name: "server_side_apply",
+        on: On::Both,
+        what: "apply creates, a second manager conflicts (409), force takes the field",
+        run: |s| Box::pin(server_side_apply(s)),
+        expect: &[
+            code("apply create", 201),
+            field("managers after create", 0, "", r#"[["alice","Apply"]]"#),
+            field("apply conflict", 409, "/reason", "\"Conflict\""),
+            field("apply force", 200, "/data/k", "\"bob\""),
+            field("managers after force", 0, "", r#"[["bob","Apply"]]"#),
+            code("apply without fieldManager", 422),
+        ],
+    },
+    Scenario {
+        name: "not_found",
+        on: On::Both,
+        what: "a missing object and a resource the server does not serve",
+        run: |s| Box::pin(not_found(s)),
+        expect: &[
+            field("get missing", 404, "/details/kind", "\"configmaps\""),
+            code("unknown resource", 404),
+        ],
+    },
+];
+
+async fn configmap_crud(s: &mut Session) -> Result<(), ConformanceError> {
+    let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    let v1 = rv(s, "create", &created)?;
+    s.get("get", &format!("{CM}/a")).await?;
+    s.get("list", CM).await?;
+    s.put(
+        "update",
+        &format!("{CM}/a"),
+        at(cm("a", json!({"k": "w"})), &v1),
+    )
+    .await?;
+    s.put(
+        "update without resourceVersion",
+        &format!("{CM}/a"),
+        cm("a", json!({"k": "x"})),
+    )
+    .await?;
+    s.delete("delete", &format!("{CM}/a"), None).await?;
+    s.get("get deleted", &format!("{CM}/a")).await?;
+    s.post("create once", CM, cm("b", json!({}))).await?;
+    s.post("create twice", CM, cm("b", json!({}))).await?;
+    Ok(())
+}
+
+async fn widget_crud(s: &mut Session) -> Result<(), ConformanceError> {
+    let created = s.post("create", WD, widget("Widget", "w", 1)).await?;
+    let v1 = rv(s, "create", &created)?;
+    s.put(
+        "update spec",
+        &format!("{WD}/w"),
+        at(widget("Widget", "w", 2), &v1),
+    )
+    .await?;
+    s.put(
+        "update without resourceVersion",
+        &format!("{WD}/w"),
+        widget("Widget", "w", 3),
+    )
+    .await?;
+    s.delete("delete", &format!("{WD}/w"), None).await?;
+    s.get("get deleted", &format!("{WD}/w")).await?;
+    Ok(())
+}
+
+async fn configmap_patches(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    s.post("create", CM, cm("a", json!({"k": "v", "drop": "x"})))
+        .await?;
+    s.patch(
+        "merge patch",
+        &a,
+        Body::Merge,
+        json!({"data": {"k": "w", "drop": null}}),
+    )
+    .await?;
+    s.patch(
+        "json patch",
+        &a,
+        Body::JsonPatch,
+        json!([{"op": "add", "path": "/data/j", "value": "1"},
+               {"op": "replace", "path": "/data/k", "value": "z"}]),
+    )
+    .await?;
+    s.patch(
+        "json patch failing test",
+        &a,
+        Body::JsonPatch,
+        json!([{"op": "test", "path": "/data/k", "value": "nope"}]),
+    )
+    .await?;
+    s.patch(
+        "json patch removing a missing key",
+        &a,
+        Body::JsonPatch,
+        json!([{"op": "remove", "path": "/data/missing"}]),
+    )
+    .await?;
+    s.patch(
+        "strategic merge patch",
+        &a,
+        Body::Strategic,
+        json!({"data": {"s": "1"}}),
+    )
+    .await?;
+    s.patch(
+        "patch of a missing object",
+        &format!("{CM}/missing"),
+        Body::Merge,
+        json!({"data": {"k": "v"}}),
+    )
+    .await?;
+    s.patch(
+        "patch renaming",
+        &a,
+        Body::Merge,
+        json!({"metadata": {"name": "other"}}),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn widget_patches(s: &mut Session) -> Result<(), ConformanceError> {
+    let w = format!("{WD}/w");
+    s.post("create", WD, widget("Widget", "w", 1)).await?;
+    s.patch(
+        "merge patch",
+        &w,
+        Body::Merge,
+        json!({"spec": {"color": "red"}}),
+    )
+    .await?;
+    s.patch(
+        "strategic merge patch",
+        &w,
+        Body::Strategic,
+        json!({"spec": {"color": "blue"}}),
+    )
+    .await?;
+    s.patch(
+        "json patch",
+        &w,
+        Body::JsonPatch,
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]),
+    )
+    .await?;
+    s.patch(
+        "merge patch of the wrong type",
+        &w,
+        Body::Merge,
+        json!({"spec": {"replicas": "many"}}),
+    )
+    .await?;
+    Ok(())
+}
+
+// book: ch14_scenario
+async fn resource_versions(s: &mut Session) -> Result<(), ConformanceError> {
+    let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    let v1 = rv(s, "create", &created)?;
+    let list = s.get("list", CM).await?;
+    let listed = rv(s, "list", &list)?;
+    let updated = s
+        .patch(
+            "update",
+            &format!("{CM}/a"),
+            Body::Merge,
+            json!({"data": {"k": "w"}}),
+        )
+        .await?;
+    let newer = number(&rv(s, "update", &updated)?) > number(&listed);
+    s.note("the update is newer than the list", json!(newer));
+    s.put(
+        "stale update",
+        &format!("{CM}/a"),
+        at(cm("a", json!({"k": "stale"})), &v1),
+    )
+    .await?;
+    s.watch(
+        "watch from the list",
+        &format!("{CM}?watch=true&resourceVersion={listed}"),
+        Until::Events(1),
+        WATCH,
+    )
+    .await?;
+    Ok(())
+}
+// book: end ch14_scenario
+
+async fn too_old(s: &mut Session) -> Result<(), ConformanceError> {
+    s.post("create", CM, cm("a", json!({}))).await?;
+    s.watch(
+        "watch from 2",
+        &format!("{CM}?watch=true&resourceVersion=2"),
+        Until::End,
+        WATCH,
+    )
+    .await?;
+    s.get(
+        "exact list at 2",
+        &format!("{CM}?resourceVersion=2&resourceVersionMatch=Exact"),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn bookmarks(s: &mut Session) -> Result<(), ConformanceError> {
+    let created = s.post("create", CM, cm("a", json!({}))).await?;
+    let v1 = rv(s, "create", &created)?;
+    s.watch(
+        "watch with bookmarks",
+        &format!("{CM}?watch=true&allowWatchBookmarks=true&timeoutSeconds=2&resourceVersion={v1}"),
+        Until::End,
+        WATCH,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn watch_list(s: &mut Session) -> Result<(), ConformanceError> {
+    for name in ["a", "b", "c"] {
+        s.post(&format!("create {name}"), CM, cm(name, json!({})))
+            .await?;
+    }
+    s.watch(
+        "watch-list",
+        &format!(
+            "{CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+             &allowWatchBookmarks=true"
+        ),
+        Until::Events(4),
+        WATCH,
+    )
+    .await?;
+    s.watch(
+        "watch-list without bookmarks",
+        &format!("{CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
+        Until::Events(1),
+        WATCH,
+    )
+    .await?;
+    s.watch(
+        "watch-list with an exact match",
+        &format!(
+            "{CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact\
+             &allowWatchBookmarks=true"
+        ),
+        Until::Events(1),
+        WATCH,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn pagination(s: &mut Session) -> Result<(), ConformanceError> {
+    for i in 1..=5 {
+        s.post(&format!("create p{i}"), CM, cm(&format!("p{i}"), json!({})))
+            .await?;
+    }
+    let mut token = String::new();
+    for page in 1..=3 {
+        let q = if token.is_empty() {
+            String::new()
+        } else {
+            format!("&continue={token}")
+        };
+        let label = format!("page {page}");
+        let answer = s.get(&label, &format!("{CM}?limit=2{q}")).await?;
+        token = answer["metadata"]["continue"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if token.is_empty() {
+            break;
+        }
+    }
+    s.get(
+        "bad continue",
+        &format!("{CM}?limit=2&continue=not-a-token"),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn selectors(s: &mut Session) -> Result<(), ConformanceError> {
+    let labelled = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "labels": labels}})
+    };
+    s.post(
+        "create a",
+        CM,
+        labelled("a", json!({"app": "web", "tier": "fe"})),
+    )
+    .await?;
+    s.post("create b", CM, labelled("b", json!({"app": "db"})))
+        .await?;
+    let c = s.post("create c", CM, labelled("c", json!({}))).await?;
+    let before = rv(s, "create c", &c)?;
+    s.get("label equality", &format!("{CM}?labelSelector=app%3Dweb"))
+        .await?;
+    s.get(
+        "label set",
+        &format!("{CM}?labelSelector=app%20in%20(web%2Cdb)"),
+    )
+    .await?;
+    s.get("label absent", &format!("{CM}?labelSelector=!app"))
+        .await?;
+    s.get(
+        "invalid label selector",
+        &format!("{CM}?labelSelector=app%3D%3D%3D"),
+    )
+    .await?;
+    s.get(
+        "field selector",
+        &format!("{CM}?fieldSelector=metadata.name%3Db"),
+    )
+    .await?;
+    s.get(
+        "unsupported field selector",
+        &format!("{CM}?fieldSelector=data.k%3Dv"),
+    )
+    .await?;
+    s.patch(
+        "relabel a",
+        &format!("{CM}/a"),
+        Body::Merge,
+        json!({"metadata": {"labels": {"app": "other"}}}),
+    )
+    .await?;
+    s.watch(
+        "watch the object leaves",
+        &format!("{CM}?watch=true&labelSelector=app%3Dweb&resourceVersion={before}"),
+        Until::Events(1),
+        WATCH,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn validation(s: &mut Session) -> Result<(), ConformanceError> {
+    s.post("invalid name", CM, cm("Bad_Name", json!({})))
+        .await?;
+    s.post(
+        "invalid label key",
+        CM,
+        json!({"metadata": {"name": "a", "labels": {"bad key!": "v"}}}),
+    )
+    .await?;
+    s.post(
+        "invalid label value",
+        CM,
+        json!({"metadata": {"name": "a", "labels": {"app": "-bad-"}}}),
+    )
+    .await?;
+    s.post("missing name", CM, json!({"metadata": {}})).await?;
+    s.post(
+        "generateName",
+        CM,
+        json!({"metadata": {"generateName": "gen-"}}),
+    )
+    .await?;
+    s.post(
+        "namespace differs",
+        CM,
+        json!({"metadata": {"name": "a", "namespace": "elsewhere"}}),
+    )
+    .await?;
+    s.post(
+        "widget without replicas",
+        WD,
+        json!({"apiVersion": "lab.controlloop.dev/v1", "kind": "Widget",
+               "metadata": {"name": "w"}, "spec": {}}),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn status_subresource(s: &mut Session) -> Result<(), ConformanceError> {
+    let w = format!("{WD}/w");
+    let created = s.post("create", WD, widget("Widget", "w", 1)).await?;
+    let mut body = at(widget("Widget", "w", 5), &rv(s, "create", &created)?);
+    body["status"] = json!({"readyReplicas": 1});
+    let written = s.put("status write", &format!("{w}/status"), body).await?;
+    let mut body = at(widget("Widget", "w", 1), &rv(s, "status write", &written)?);
+    body["status"] = json!({"readyReplicas": 7});
+    let written = s.put("main write with a status", &w, body).await?;
+    let body = at(
+        widget("Widget", "w", 3),
+        &rv(s, "main write with a status", &written)?,
+    );
+    s.put("spec write", &w, body).await?;
+    s.patch(
+        "status patch",
+        &format!("{w}/status"),
+        Body::Merge,
+        json!({"status": {"message": "m"}}),
+    )
+    .await?;
+    s.get("get", &w).await?;
+    Ok(())
+}
+
+async fn generation(s: &mut Session) -> Result<(), ConformanceError> {
+    let p = format!("{PW}/p");
+    let created = s.post("create", PW, widget("PlainWidget", "p", 1)).await?;
+    let v1 = rv(s, "create", &created)?;
+    s.patch(
+        "status through the main endpoint",
+        &p,
+        Body::Merge,
+        json!({"status": {"readyReplicas": 1}}),
+    )
+    .await?;
+    let mut body = at(widget("PlainWidget", "p", 1), &v1);
+    body["status"] = json!({"readyReplicas": 2});
+    s.put("status endpoint", &format!("{p}/status"), body)
+        .await?;
+    s.patch(
+        "label write",
+        &p,
+        Body::Merge,
+        json!({"metadata": {"labels": {"x": "y"}}}),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn finalizers(s: &mut Session) -> Result<(), ConformanceError> {
+    let f = format!("{CM}/f");
+    s.post(
+        "create",
+        CM,
+        json!({"metadata": {"name": "f", "finalizers": ["example.com/hold"]}}),
+    )
+    .await?;
+    s.delete("delete", &f, None).await?;
+    s.get("get while deleting", &f).await?;
+    s.patch(
+        "add a finalizer while deleting",
+        &f,
+        Body::Merge,
+        json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}),
+    )
+    .await?;
+    s.patch(
+        "update while deleting",
+        &f,
+        Body::Merge,
+        json!({"data": {"k": "v"}}),
+    )
+    .await?;
+    s.patch(
+        "remove the finalizer",
+        &f,
+        Body::Merge,
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await?;
+    s.get("get after", &f).await?;
+    let mut w = widget("Widget", "w", 1);
+    w["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    s.post("create widget", WD, w).await?;
+    s.delete("widget delete", &format!("{WD}/w"), None).await?;
+    s.patch(
+        "widget release",
+        &format!("{WD}/w"),
+        Body::Merge,
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn delete_preconditions(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    let stale = rv(s, "create", &created)?;
+    let updated = s
+        .patch("update", &a, Body::Merge, json!({"data": {"k": "w"}}))
+        .await?;
+    let current = rv(s, "update", &updated)?;
+    let uid = updated["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    s.delete(
+        "stale resourceVersion",
+        &a,
+        Some(json!({"preconditions": {"resourceVersion": stale}})),
+    )
+    .await?;
+    s.delete(
+        "other uid",
+        &a,
+        Some(json!({"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})),
+    )
+    .await?;
+    s.delete(
+        "matching",
+        &a,
+        Some(json!({"preconditions": {"resourceVersion": current, "uid": uid}})),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn dry_run(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    s.post(
+        "dry-run create",
+        &format!("{CM}?dryRun=All"),
+        cm("d", json!({})),
+    )
+    .await?;
+    s.get("get after dry-run create", &format!("{CM}/d"))
+        .await?;
+    let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    let v1 = rv(s, "create", &created)?;
+    s.put(
+        "dry-run update",
+        &format!("{a}?dryRun=All"),
+        at(cm("a", json!({"k": "dry"})), &v1),
+    )
+    .await?;
+    s.get("get after dry-run update", &a).await?;
+    s.delete("dry-run delete", &format!("{a}?dryRun=All"), None)
+        .await?;
+    s.get("get after dry-run delete", &a).await?;
+    s.post(
+        "invalid dryRun",
+        &format!("{CM}?dryRun=Some"),
+        cm("e", json!({})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The field managers of an answer, as `[manager, operation]` pairs.
+fn managers(answer: &Value) -> Value {
+    let pairs: Vec<Value> = answer["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| json!([m["manager"], m["operation"]]))
+        .collect();
+    Value::Array(pairs)
+}
+
+async fn server_side_apply(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    let body = |who: &str| cm("a", json!({"k": who}));
+    let created = s
+        .patch(
+            "apply create",
+            &format!("{a}?fieldManager=alice"),
+            Body::Apply,
+            body("alice"),
+        )
+        .await?;
+    s.note("managers after create", managers(&created));
+    s.patch(
+        "apply conflict",
+        &format!("{a}?fieldManager=bob"),
+        Body::Apply,
+        body("bob"),
+    )
+    .await?;
+    let forced = s
+        .patch(
+            "apply force",
+            &format!("{a}?fieldManager=bob&force=true"),
+            Body::Apply,
+            body("bob"),
+        )
+        .await?;
+    s.note("managers after force", managers(&forced));
+    s.patch("apply without fieldManager", &a, Body::Apply, body("eve"))
+        .await?;
+    Ok(())
+}
+
+async fn not_found(s: &mut Session) -> Result<(), ConformanceError> {
+    s.get("get missing", &format!("{CM}/missing")).await?;
+    s.get("unknown resource", "/api/v1/namespaces/{ns}/nonexistents")
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_step_labels_are_unique_and_every_expectation_changes() {
+        let mut names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), SCENARIOS.len());
+        for s in SCENARIOS {
+            for e in s.expect {
+                assert_ne!(e.changed(), *e, "{}: {}", s.name, e.step);
+            }
+        }
+    }
+}
