@@ -51,6 +51,8 @@ pub mod moved;
 pub mod resync;
 pub mod rig;
 #[doc(hidden)]
+pub mod second_replica;
+#[doc(hidden)]
 pub mod status_hatch;
 #[doc(hidden)]
 pub mod workqueue;
@@ -101,4 +103,5 @@ pub const MODULES: &[Module] = &[
     serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
+    serves!("15-the-second-replica.md" => second_replica),
 ];

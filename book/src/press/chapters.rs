@@ -150,6 +150,11 @@ chapters! {
     ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
         ch13_moved => experiment,
     ],
+    ch15_the_second_replica = "15-the-second-replica.md" in second_replica [
+        ch15_without_election,
+        ch15_with_election,
+        ch15_no_fencing,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 
