@@ -32,6 +32,8 @@ pub mod bands;
 #[doc(hidden)]
 pub mod burst;
 #[doc(hidden)]
+pub mod deletion;
+#[doc(hidden)]
 pub mod drills;
 #[doc(hidden)]
 pub mod edge;
@@ -104,4 +106,5 @@ pub const MODULES: &[Module] = &[
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
     serves!("15-the-second-replica.md" => second_replica),
+    serves!("16-deletion.md" => deletion),
 ];

@@ -155,6 +155,9 @@ chapters! {
         ch15_with_election,
         ch15_no_fencing,
     ],
+    ch16_deletion = "16-deletion.md" in deletion [
+        ch16_finalizers,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

@@ -14,7 +14,7 @@
 //!
 //! # Invariants
 //! 1. A replica's leadership interval is from its `on_started_leading` to the moment its
-//!    leading work stops (its token cancelled, or the replica crashed); [`overlap`] is the
+//!    leading work stops (its token cancelled, or the replica crashed); [`Log::overlap`] is the
 //!    detector: the time two replicas' intervals share.
 //! 2. A paused replica ([`Pause`]) runs nothing: its elector and its leading work are polled
 //!    only while it is not paused, and every timer that fell due meanwhile fires when it
@@ -48,11 +48,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::lab::rig::{NAMESPACE, Process, within};
-use crate::lab::status_hatch::{Actions, HatchCounts, OBJECT, Wired, set_annotation, start_hatch};
+use crate::lab::status_hatch::{Actions, HatchCounts, Wired, set_annotation, start_hatch};
 use controlloop::{
-    apiserver::{Cluster, ServerOptions},
+    apiserver::Cluster,
     leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock},
-    resources::{Widget, WidgetSpec},
+    resources::Widget,
 };
 
 /// The Lease both replicas hold.
@@ -243,15 +243,7 @@ pub struct World {
 impl World {
     /// A fresh cluster holding the widget, switched off.
     pub async fn new() -> World {
-        let cluster = Cluster::new(ServerOptions::default());
-        let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
-        let mut w = Widget::new(
-            OBJECT,
-            WidgetSpec {
-                replicas: 1,
-                color: None,
-            },
-        );
+        let (cluster, api, mut w) = crate::lab::deletion::fresh();
         w.metadata.annotations = Some(
             [(
                 crate::lab::status_hatch::ENABLED.to_owned(),
