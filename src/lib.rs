@@ -18,6 +18,7 @@
 //! | [`controller`] | requests, results, predicates, handlers, the controller and its priority queue | controller-runtime `pkg/...` |
 //! | [`apiserver`] | an embedded API server: HTTP on 127.0.0.1, or in-process as a `kube::Client` | kube-apiserver, as far as controllers see it |
 //! | [`fake`] | client-go's fake clientset | client-go `kubernetes/fake` |
+//! | [`leaderelection`] | one replica leads, on a Lease; the others wait to take over | client-go `tools/leaderelection` |
 //! | [`resources`] | `Widget`, a custom resource with a status subresource, for tests | — |
 //!
 //! ## The workqueue: many changes, one piece of work, one worker per key
@@ -150,5 +151,6 @@ pub mod cache;
 pub mod controller;
 pub mod fake;
 pub mod features;
+pub mod leaderelection;
 pub mod resources;
 pub mod workqueue;

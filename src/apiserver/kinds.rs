@@ -7,9 +7,17 @@
 //! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
-//! `spec.finalizers` (which only the server changes), and the label naming it.
+//! `spec.finalizers` (which only the server changes), and the label naming it. A Lease
+//! (`coordination.k8s.io/v1`, the lock client-go's leader election holds) has its strategy's
+//! rules (kubernetes v1.37.2 `pkg/registry/coordination/lease/strategy.go`): every update needs
+//! a resourceVersion (`AllowUnconditionalUpdate` is false, so two candidates racing for one
+//! lease cannot both win), `spec.strategy` and `spec.preferredHolder` are dropped as the
+//! `CoordinatedLeaderElection` gate (off by default) drops them, and `ValidateLeaseSpec`'s
+//! bounds are 422.
 //!
 //! # Differences from upstream
+//! - A PUT to a Lease that does not exist is 404; upstream's lease strategy allows create on
+//!   update. client-go's Lease lock creates with POST, so it never relies on it.
 //! - A field k8s-openapi requires (a `NamespaceCondition`'s `status`, an owner reference's
 //!   `uid`) is required in a body; Go's decoder would take a missing one as empty.
 
@@ -20,6 +28,7 @@ use super::errors::ApiError;
 use super::strategic::{self, Ty};
 use super::validation::{self, NameRule};
 use crate::resources::{PlainWidget, Widget};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 
 /// One resource the server serves.
@@ -79,7 +88,7 @@ fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String
 }
 
 /// Every resource the server serves, indexed by the constants above.
-pub(crate) static KINDS: [Kind; 4] = [
+pub(crate) static KINDS: [Kind; 5] = [
     Kind {
         group: "",
         version: "v1",
@@ -148,6 +157,26 @@ pub(crate) static KINDS: [Kind; 4] = [
         namespaced: false,
         name_rule: NameRule::Label,
     },
+    // leases (coordination.k8s.io/v1): begin
+    // Leases (kubernetes v1.37.2 `pkg/registry/coordination/lease`): namespaced, no status,
+    // optimistic concurrency on every update.
+    Kind {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        singular: "lease",
+        short_names: &[],
+        status_subresource: false,
+        tracks_generation: false,
+        unconditional_update: false,
+        patch_schema: Some(&strategic::LEASE),
+        round_trip: round_trip::<Lease>,
+        decode_error_is_invalid: false,
+        namespaced: true,
+        name_rule: NameRule::Subdomain,
+    },
+    // leases (coordination.k8s.io/v1): end
 ];
 
 impl Kind {
@@ -255,6 +284,9 @@ impl Kind {
         if self.kind == "ConfigMap" {
             config_map(v, &mut causes);
         }
+        if self.kind == "Lease" {
+            lease_spec(v, &mut causes);
+        }
         if causes.is_empty() {
             Ok(())
         } else {
@@ -268,6 +300,10 @@ impl Kind {
     /// is Active, carries the `kubernetes` finalizer in `spec.finalizers` and the label naming
     /// it.
     pub fn prepare_for_create(&self, obj: &mut Value) {
+        if self.kind == "Lease" {
+            drop_coordinated_fields(obj, None);
+            return;
+        }
         if self.kind != "Namespace" {
             return;
         }
@@ -284,6 +320,10 @@ impl Kind {
     /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
     /// a Namespace's `spec.finalizers` are the stored ones (only the server changes them).
     pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
+        if self.kind == "Lease" {
+            drop_coordinated_fields(obj, Some(old));
+            return;
+        }
         if self.kind != "Namespace" {
             return;
         }
@@ -304,6 +344,48 @@ impl Kind {
         obj["metadata"]["labels"][NAMESPACE_NAME_LABEL] = name;
     }
 }
+
+// leases (coordination.k8s.io/v1): begin
+/// The lease strategy's `PrepareForCreate` and `PrepareForUpdate` with the
+/// `CoordinatedLeaderElection` gate off (its default): `spec.strategy` and
+/// `spec.preferredHolder` are dropped, unless the stored lease (`old`) already has them.
+fn drop_coordinated_fields(obj: &mut Value, old: Option<&Value>) {
+    for field in ["strategy", "preferredHolder"] {
+        let kept = old.is_some_and(|o| !o["spec"][field].is_null());
+        if !kept && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove(field);
+        }
+    }
+}
+
+/// `ValidateLeaseSpec` (kubernetes v1.37.2 `pkg/apis/coordination/validation`): a lease
+/// duration above 0, transitions at 0 or above. Its rules for `strategy` and `preferredHolder`
+/// never meet a stored value here: with the gate off, neither field is ever stored.
+fn lease_spec(v: &Value, causes: &mut Vec<validation::Cause>) {
+    let spec = &v["spec"];
+    if spec["leaseDurationSeconds"]
+        .as_i64()
+        .is_some_and(|d| d <= 0)
+    {
+        causes.push((
+            "spec.leaseDurationSeconds",
+            format!(
+                "Invalid value: {}: must be greater than 0",
+                spec["leaseDurationSeconds"]
+            ),
+        ));
+    }
+    if spec["leaseTransitions"].as_i64().is_some_and(|t| t < 0) {
+        causes.push((
+            "spec.leaseTransitions",
+            format!(
+                "Invalid value: {}: must be greater than or equal to 0",
+                spec["leaseTransitions"]
+            ),
+        ));
+    }
+}
+// leases (coordination.k8s.io/v1): end
 
 /// The most bytes of `data` and `binaryData` values together (`core.MaxSecretSize`).
 pub(crate) const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;

@@ -182,6 +182,27 @@ pub(crate) static NAMESPACE: Ty = Ty::Struct(&[
     ),
 ]);
 
+// leases (coordination.k8s.io/v1): begin
+/// `coordinationv1.Lease` (k8s.io/api v0.37.2 `coordination/v1/types.go`): a spec of scalars.
+pub(crate) static LEASE: Ty = Ty::Struct(&[
+    field("apiVersion", &SCALAR),
+    field("kind", &SCALAR),
+    field("metadata", &OBJECT_META),
+    field(
+        "spec",
+        &Ty::Struct(&[
+            field("holderIdentity", &SCALAR),
+            field("leaseDurationSeconds", &SCALAR),
+            field("acquireTime", &SCALAR),
+            field("renewTime", &SCALAR),
+            field("leaseTransitions", &SCALAR),
+            field("strategy", &SCALAR),
+            field("preferredHolder", &SCALAR),
+        ]),
+    ),
+]);
+// leases (coordination.k8s.io/v1): end
+
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
 const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";

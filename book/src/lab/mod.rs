@@ -32,6 +32,8 @@ pub mod bands;
 #[doc(hidden)]
 pub mod burst;
 #[doc(hidden)]
+pub mod deletion;
+#[doc(hidden)]
 pub mod drills;
 #[doc(hidden)]
 pub mod edge;
@@ -52,6 +54,8 @@ pub mod real_server;
 #[doc(hidden)]
 pub mod resync;
 pub mod rig;
+#[doc(hidden)]
+pub mod second_replica;
 #[doc(hidden)]
 pub mod status_hatch;
 #[doc(hidden)]
@@ -110,4 +114,6 @@ pub const MODULES: &[Module] = &[
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
     serves!("14-on-a-real-api-server.md" => real_server, BANDS),
+    serves!("15-the-second-replica.md" => second_replica),
+    serves!("16-deletion.md" => deletion),
 ];

@@ -166,6 +166,14 @@ chapters! {
         ch14_compaction,
         ch14_relists,
     ],
+    ch15_the_second_replica = "15-the-second-replica.md" in second_replica [
+        ch15_without_election,
+        ch15_with_election,
+        ch15_no_fencing,
+    ],
+    ch16_deletion = "16-deletion.md" in deletion [
+        ch16_finalizers,
+    ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
