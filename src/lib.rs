@@ -18,6 +18,7 @@
 //! | [`controller`] | requests, results, predicates, handlers, the controller and its priority queue | controller-runtime `pkg/...` |
 //! | [`apiserver`] | an embedded API server: HTTP on 127.0.0.1, or in-process as a `kube::Client` | kube-apiserver, as far as controllers see it |
 //! | [`fake`] | client-go's fake clientset | client-go `kubernetes/fake` |
+//! | [`retry`] | a read-modify-write run again after a 409 Conflict | client-go `util/retry` |
 //! | [`resources`] | `Widget`, a custom resource with a status subresource, for tests | — |
 //!
 //! ## The workqueue: many changes, one piece of work, one worker per key
@@ -151,4 +152,5 @@ pub mod controller;
 pub mod fake;
 pub mod features;
 pub mod resources;
+pub mod retry;
 pub mod workqueue;
