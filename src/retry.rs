@@ -55,7 +55,7 @@
 //!   `wait.ErrWaitTimeout` ("timed out waiting for the condition"), an error the caller's
 //!   closure never produced. Pinned by `tests/upstream_client_go_retry.rs`.
 //! - The jitter is drawn from a generator seeded from the operating system for each call
-//!   (upstream: the process's `math/rand`). A sleep then lasts at least the jittered delay
+//!   (upstream: the process's `math/rand`), or from one seeded by the caller ([`on_error_seeded`]). A sleep then lasts at least the jittered delay
 //!   and ends on tokio's next millisecond tick: delays that differ by less than a millisecond,
 //!   as [`DEFAULT_RETRY`]'s do (10 ms plus up to 10 %), end together when they start
 //!   together. Go's timers do not round, so upstream spreads such retries over that
@@ -65,7 +65,7 @@
 
 use std::{future::Future, time::Duration};
 
-use rand::{RngExt, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 /// How long to wait between attempts, and how many attempts to make (apimachinery's
 /// `wait.Backoff`).
@@ -131,9 +131,26 @@ impl Backoff {
 
 /// Runs `f` until it succeeds, fails with an error `retriable` rejects, or has run
 /// `backoff.steps` times, sleeping one [`Backoff::step`] between attempts (client-go's
-/// `retry.OnError`). Keeps I1–I3.
+/// `retry.OnError`). The jitter is drawn from a generator seeded by the operating system.
+/// Keeps I1–I3.
 pub async fn on_error<T, E, F, Fut>(
+    backoff: Backoff,
+    retriable: impl Fn(&E) -> bool,
+    f: F,
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let seed = rand::make_rng::<StdRng>().random::<u64>();
+    on_error_seeded(backoff, seed, retriable, f).await
+}
+
+/// As [`on_error`], drawing the jitter from a generator seeded with `seed`: the same seed
+/// gives the same waits, so a run under tokio's paused clock repeats exactly. Keeps I1–I3.
+pub async fn on_error_seeded<T, E, F, Fut>(
     mut backoff: Backoff,
+    seed: u64,
     retriable: impl Fn(&E) -> bool,
     mut f: F,
 ) -> Result<T, E>
@@ -144,7 +161,7 @@ where
     if backoff.steps == 0 {
         return f().await; // upstream makes no attempt: see "Differences from upstream"
     }
-    let mut rng: StdRng = rand::make_rng();
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut last = None;
     while backoff.steps > 0 {
         match f().await {
@@ -177,6 +194,19 @@ where
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     on_error(backoff, is_conflict, f).await
+}
+
+/// As [`retry_on_conflict`], with the jitter seeded by `seed` (see [`on_error_seeded`]).
+pub async fn retry_on_conflict_seeded<T, F, Fut>(
+    backoff: Backoff,
+    seed: u64,
+    f: F,
+) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    on_error_seeded(backoff, seed, is_conflict, f).await
 }
 
 #[cfg(test)]

@@ -142,3 +142,32 @@ async fn a_cap_reached_by_the_factor_ends_the_attempts() {
     .await;
     assert_eq!((code(&r), tries.get()), (Some(409), 1));
 }
+
+/// The seeded entry point: the same seed gives the same waits (a run under the paused clock
+/// repeats exactly); the jitter stays within `[duration, duration * (1 + jitter))`, rounded up
+/// to tokio's millisecond.
+#[tokio::test(start_paused = true)]
+async fn a_seeded_retry_repeats_its_waits_exactly() {
+    async fn waits(seed: u64) -> Vec<Duration> {
+        let start = tokio::time::Instant::now();
+        let at = std::cell::RefCell::new(Vec::new());
+        let r = controlloop::retry::retry_on_conflict_seeded(DEFAULT_BACKOFF, seed, || {
+            at.borrow_mut().push(start.elapsed());
+            async { Err::<(), _>(conflict()) }
+        })
+        .await;
+        assert_eq!(code(&r), Some(409));
+        let at = at.into_inner();
+        at.windows(2).map(|p| p[1] - p[0]).collect()
+    }
+    let (a, b) = (waits(7).await, waits(7).await);
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 3);
+    for (wait, base) in a.iter().zip([10u64, 50, 250]) {
+        let base = Duration::from_millis(base);
+        assert!(
+            *wait >= base && *wait <= base + base / 10 + Duration::from_millis(1),
+            "{wait:?}"
+        );
+    }
+}

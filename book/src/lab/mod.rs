@@ -40,6 +40,8 @@ pub mod faults;
 #[doc(hidden)]
 pub mod fifo;
 #[doc(hidden)]
+pub mod first_write;
+#[doc(hidden)]
 pub mod intro;
 #[doc(hidden)]
 pub mod kube_runtime;
@@ -101,4 +103,5 @@ pub const MODULES: &[Module] = &[
     serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
+    serves!("17-first-write.md" => first_write),
 ];

@@ -150,6 +150,12 @@ chapters! {
     ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
         ch13_moved => experiment,
     ],
+    ch17_first_write = "17-first-write.md" in first_write [
+        ch17_stale_update,
+        ch17_retry_storm,
+        ch17_stale_cache,
+        ch17_apply_refused,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 
