@@ -46,6 +46,8 @@ pub mod intro;
 #[doc(hidden)]
 pub mod kube_runtime;
 #[doc(hidden)]
+pub mod many_workers;
+#[doc(hidden)]
 pub mod method;
 #[doc(hidden)]
 pub mod moved;
@@ -104,4 +106,5 @@ pub const MODULES: &[Module] = &[
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
     serves!("17-first-write.md" => first_write),
+    serves!("18-many-workers.md" => many_workers),
 ];

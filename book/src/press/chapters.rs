@@ -156,6 +156,11 @@ chapters! {
         ch17_stale_cache,
         ch17_apply_refused,
     ],
+    ch18_many_workers = "18-many-workers.md" in many_workers [
+        ch18_sweep,
+        ch18_serialisation,
+        ch18_starvation,
+    ],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }
 

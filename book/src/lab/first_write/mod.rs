@@ -46,7 +46,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::lab::rig::{self, Informer, NAMESPACE, object, value_of, within};
+use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
 use crate::lab::status_hatch::{
     Actions, ENABLED, HatchCounts, OBJECT, Start, WORK, enabled, recorded, set_annotation,
     start_hatch,
@@ -264,7 +264,7 @@ pub async fn storm(writers: u64, backoff: Backoff, name: &'static str, writes: W
             if writes == Writes::Unconditional {
                 counter.metadata.resource_version = None; // broken: no precondition
             }
-            let written = api.replace("n", &pp, &counter).await;
+            let written = api.replace("n", pp, &counter).await;
             if written.as_ref().is_err_and(is_conflict) {
                 conflicts.fetch_add(1, Ordering::SeqCst);
             }
@@ -661,11 +661,7 @@ pub async fn stale_cache_async(remedy: Remedy, follow: FollowUps, delay: Duratio
     ));
     let actions = Arc::new(Actions::default());
     let controller = (remedy.start())(&informer, &api, actions.clone(), Arc::default());
-    let (c, i) = (controller.clone(), informer.clone());
-    let tasks = [
-        tokio::spawn(async move { drop(c.run(futures::future::pending()).await) }),
-        tokio::spawn(async move { i.run(futures::future::pending()).await }),
-    ];
+    let running = Running::start(&informer, &controller);
     tokio::time::sleep(Duration::from_secs(1)).await; // listed, and "acted on enabled=false"
     let (before, reconciled) = (actions.count(), controller.metrics().reconciles());
     cluster.clear_requests();
@@ -695,8 +691,7 @@ pub async fn stale_cache_async(remedy: Remedy, follow: FollowUps, delay: Duratio
     )
     .await;
     tokio::time::sleep_until(t0 + RUN_FOR).await;
-    controller.shutdown();
-    tasks.iter().for_each(|t| t.abort());
+    running.stop().await;
     let status_patches = |code: u16| {
         cluster
             .requests()
