@@ -19,6 +19,7 @@
 //! | [`apiserver`] | an embedded API server: HTTP on 127.0.0.1, or in-process as a `kube::Client` | kube-apiserver, as far as controllers see it |
 //! | [`fake`] | client-go's fake clientset | client-go `kubernetes/fake` |
 //! | [`leaderelection`] | one replica leads, on a Lease; the others wait to take over | client-go `tools/leaderelection` |
+//! | [`retry`] | a read-modify-write run again after a 409 Conflict | client-go `util/retry` |
 //! | [`resources`] | `Widget`, a custom resource with a status subresource, for tests | — |
 //!
 //! ## The workqueue: many changes, one piece of work, one worker per key
@@ -153,4 +154,5 @@ pub mod fake;
 pub mod features;
 pub mod leaderelection;
 pub mod resources;
+pub mod retry;
 pub mod workqueue;

@@ -369,6 +369,15 @@ impl Cluster {
         self.shared.storage.lock().drop_next_events(n);
     }
 
+    /// From now on, every write's event reaches watchers `delay` after the write (tokio's
+    /// clock), in order; `Duration::ZERO` ends the delay for later writes. Lists and gets are
+    /// not delayed: a client that wrote sees its write in the response at once and on the
+    /// server, while its informer's cache is `delay` behind, as behind a busy watch cache or a
+    /// slow link.
+    pub fn delay_watch_events(&self, delay: Duration) {
+        self.shared.storage.lock().delay_watch_events(delay);
+    }
+
     /// Ends every open watch stream cleanly, as an apiserver restart or a load balancer does.
     pub fn close_watches(&self) {
         self.shared.signal.send_modify(|s| s.closes += 1);

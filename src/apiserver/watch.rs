@@ -25,6 +25,11 @@
 //!    (large objects are shared, not copied: at most `CHUNK_BYTES` of copied framing and small
 //!    objects per chunk), and reads the next batch only when the client has taken the previous
 //!    chunks. It holds one of the server's `max_watches` permits until it ends.
+//! 5. An event with a watch delay ([`Cluster::delay_watch_events`]) is framed no earlier than
+//!    its commit plus the delay in force then, and never before an earlier event: events
+//!    keep their order, so a delay that shrinks holds a later event behind an earlier one.
+//!
+//! [`Cluster::delay_watch_events`]: super::Cluster::delay_watch_events
 //!
 //! # Concurrency
 //! The storage lock is taken only to read a batch of events or the initial state; filtering
@@ -41,6 +46,8 @@
 //! - A watch from a resourceVersion the server has not reached yet simply waits for it (etcd's
 //!   behaviour); the watch cache would answer "Too large resource version" after a few seconds.
 //!   A streaming list from such a version is refused at once with that 504.
+//! - A watcher waiting out a watch delay answers a close, an expiry or its timeout only
+//!   once the delayed event has gone out.
 //! - Periodic bookmarks come every `bookmark_interval` (upstream: about once a minute), and
 //!   on demand through [`Cluster::send_bookmarks`](super::Cluster::send_bookmarks).
 
@@ -283,6 +290,15 @@ pub(crate) fn stream(
                 Ok(events) => {
                     let mut out = Chunker::default();
                     for e in &events {
+                        // A delayed event waits for its instant, after what came before it
+                        // has gone out (keeps I5).
+                        if let Some(at) = e.visible_at.filter(|at| *at > Instant::now()) {
+                            out.flush();
+                            for chunk in out.take() {
+                                yield Ok(chunk);
+                            }
+                            tokio::time::sleep_until(at).await;
+                        }
                         req.frame_event(&mut out, e);
                         for chunk in out.take() {
                             yield Ok(chunk);

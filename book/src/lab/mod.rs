@@ -42,9 +42,13 @@ pub mod faults;
 #[doc(hidden)]
 pub mod fifo;
 #[doc(hidden)]
+pub mod first_write;
+#[doc(hidden)]
 pub mod intro;
 #[doc(hidden)]
 pub mod kube_runtime;
+#[doc(hidden)]
+pub mod many_workers;
 #[doc(hidden)]
 pub mod method;
 #[doc(hidden)]
@@ -116,4 +120,6 @@ pub const MODULES: &[Module] = &[
     serves!("14-on-a-real-api-server.md" => real_server, BANDS),
     serves!("15-the-second-replica.md" => second_replica),
     serves!("16-deletion.md" => deletion),
+    serves!("17-first-write.md" => first_write),
+    serves!("18-many-workers.md" => many_workers),
 ];

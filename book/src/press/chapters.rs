@@ -174,6 +174,17 @@ chapters! {
     ch16_deletion = "16-deletion.md" in deletion [
         ch16_finalizers,
     ],
+    ch17_first_write = "17-first-write.md" in first_write [
+        ch17_stale_update,
+        ch17_retry_storm,
+        ch17_stale_cache,
+        ch17_apply_refused,
+    ],
+    ch18_many_workers = "18-many-workers.md" in many_workers [
+        ch18_sweep,
+        ch18_serialisation,
+        ch18_starvation,
+    ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],
 }

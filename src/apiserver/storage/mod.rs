@@ -215,6 +215,9 @@ pub(crate) struct Event {
     pub prev: Option<Arc<Stored>>,
     /// Not delivered to watchers (a dropped event or a silent write).
     pub hidden: bool,
+    /// Not delivered before this instant (tokio's clock): the commit's time plus the watch
+    /// delay in force then (`delay_watch_events`); `None` without one.
+    pub visible_at: Option<tokio::time::Instant>,
 }
 
 /// `(namespace, name)`.
@@ -250,6 +253,8 @@ pub(crate) struct Storage {
     limits: Limits,
     /// Writes still to be hidden from watchers (`drop_next_events`).
     drop_next: u64,
+    /// How long after its commit each event reaches watchers (`delay_watch_events`).
+    watch_delay: std::time::Duration,
     /// Counter behind `uid`s and `generateName` suffixes, so runs are reproducible.
     serial: u64,
     /// Writes are checked and staged but not committed (`dryRun=All`); set only for the
@@ -310,6 +315,7 @@ impl Storage {
                 ..limits
             },
             drop_next: 0,
+            watch_delay: std::time::Duration::ZERO,
             serial: 0,
             dry_run: false,
         }
@@ -349,6 +355,11 @@ impl Storage {
     /// Hides the next `n` writes from watchers.
     pub fn drop_next_events(&mut self, n: u64) {
         self.drop_next = self.drop_next.saturating_add(n);
+    }
+
+    /// Delays every later write's event by `delay` (zero: none) on its way to watchers.
+    pub fn delay_watch_events(&mut self, delay: std::time::Duration) {
+        self.watch_delay = delay;
     }
 
     /// Forgets all history up to the head.
@@ -445,6 +456,8 @@ impl Storage {
             obj: obj.clone(),
             prev,
             hidden,
+            visible_at: (!self.watch_delay.is_zero())
+                .then(|| tokio::time::Instant::now() + self.watch_delay),
         }));
         // The newest event always stays, so a watcher at the head never sees 410 for it.
         while self.history.len() > self.limits.history
