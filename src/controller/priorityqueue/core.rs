@@ -560,6 +560,26 @@ mod tests {
         assert_eq!(q.entry(&"r").unwrap().ready_at, None);
     }
 
+    /// Which outcomes wake a getter and which wake the timer: only a key that became ready
+    /// (new, or made ready by an add) can be handed out where nothing could before, and only a
+    /// new or merged waiting key can move the earliest ready time.
+    #[test]
+    fn only_a_newly_ready_key_wakes_a_getter_and_only_a_waiting_one_the_timer() {
+        use PriorityAdd::*;
+        let all = [
+            NewReady,
+            NewWaiting,
+            MadeReady,
+            MergedReady,
+            MergedWaiting,
+            ShuttingDown,
+        ];
+        let readied: Vec<_> = all.into_iter().filter(|a| a.readied()).collect();
+        assert_eq!(readied, [NewReady, MadeReady]);
+        let waiting: Vec<_> = all.into_iter().filter(|a| a.waiting_changed()).collect();
+        assert_eq!(waiting, [NewWaiting, MergedWaiting]);
+    }
+
     #[test]
     fn rate_limiting_takes_the_shorter_delay_unless_after_is_zero() {
         let ms = Duration::from_millis;
