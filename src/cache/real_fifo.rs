@@ -249,6 +249,9 @@ impl<K: Object> Core<K> {
     }
 
     /// Counts processed initial-list items *after* processing, as upstream.
+    ///
+    /// `>=` for `>` is an equivalent mutant: at a count of zero the subtraction keeps it zero,
+    /// and `check_synced` finds what the last change to `populated` or the count already did.
     fn finish(&mut self, n: usize) {
         if self.initial_population_count > 0 {
             self.initial_population_count = self.initial_population_count.saturating_sub(n);

@@ -166,6 +166,7 @@ const FULL_CHECK_MAX: usize = 64;
 /// that delay is shorter or `after` is zero (upstream: "the min of possible durations").
 pub fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Duration {
     match rate_limited {
+        // `<=` for `<` is an equivalent mutant: with equal delays either arm gives the same.
         Some(limiter) if after.is_zero() || limiter < after => limiter,
         _ => after,
     }
@@ -302,7 +303,8 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             return outcome;
         };
 
-        // A ready key stays ready; otherwise the earlier ready time wins.
+        // A ready key stays ready; otherwise the earlier ready time wins (`<=` for `<` is an
+        // equivalent mutant: on a tie both times are the same instant).
         match (old.ready_at, ready_at) {
             (None, _) => ready_at = None,
             (Some(o), Some(n)) if o < n => ready_at = Some(o),
