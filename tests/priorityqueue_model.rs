@@ -4,9 +4,11 @@
 //! proptest generates sequences of add (with a delay and a priority) / clock advance /
 //! promotion / get / done / shut_down over a handful of keys, and runs them on
 //! [`PriorityQueueCore`] and on the model side by side. After every step it compares every
-//! observable: what `get` returns (key and priority), `len`, the waiting and locked counts,
-//! the whole ready order, the next ready time, and the metric calls — per priority, the depth
-//! must equal the number of ready entries, and the adds and retries counters must match.
+//! observable: what `add`, `promote_due`, `get` and `done` return, `len` and `is_empty`, the
+//! waiting and locked counts, whether each key is locked and its entry (priority, ready time
+//! and counter), the whole ready order, the next ready time, and the metric calls — per
+//! priority, the depth must equal the number of ready entries, and the adds and retries
+//! counters must match.
 //! Debug builds also check the core's invariants P1–P3 after every mutation. proptest prints
 //! the failing case's seed and a minimised sequence.
 //!
@@ -55,16 +57,19 @@ enum Op {
     ShutDown,
 }
 
+/// Keys `0..KEYS`.
+const KEYS: u8 = 5;
+
 fn op() -> impl Strategy<Value = Op> {
     let delay = prop_oneof![2 => Just(0u64), 1 => 1u64..4];
     let priority = prop::option::of(-2i64..3);
     prop_oneof![
-        5 => (0u8..5, delay, priority).prop_map(|(key, after, priority)| Op::Add { key, after, priority }),
+        5 => (0..KEYS, delay, priority).prop_map(|(key, after, priority)| Op::Add { key, after, priority }),
         2 => (1u64..3).prop_map(Op::Advance),
         2 => Just(Op::Promote),
         4 => Just(Op::Get),
         3 => any::<usize>().prop_map(Op::Done),
-        1 => (0u8..5).prop_map(Op::StrayDone),
+        1 => (0..KEYS).prop_map(Op::StrayDone),
         1 => Just(Op::ShutDown),
     ]
 }
@@ -95,14 +100,15 @@ struct Model {
 }
 
 impl Model {
+    /// The next sequence number: 0, 1, 2, … as the core's counters.
     fn seq(&mut self) -> u64 {
         self.next_seq += 1;
-        self.next_seq
+        self.next_seq - 1
     }
 
-    fn add(&mut self, key: u8, after: u64, priority: Option<Priority>) {
+    fn add(&mut self, key: u8, after: u64, priority: Option<Priority>) -> PriorityAdd {
         if self.shut {
-            return;
+            return PriorityAdd::ShuttingDown;
         }
         let ready_at = (after > 0).then(|| self.now + after);
         if after > 0 {
@@ -119,8 +125,9 @@ impl Model {
             });
             if ready_at.is_none() {
                 self.adds += 1;
+                return PriorityAdd::NewReady;
             }
-            return;
+            return PriorityAdd::NewWaiting;
         };
         let old = self.entries[i];
         // Ready stays ready; of two ready times the earlier wins; no delay makes it ready.
@@ -140,11 +147,17 @@ impl Model {
             e.seq = self.seq(); // the back of the new priority
         }
         self.entries[i] = e;
+        match (old.ready_at, e.ready_at) {
+            (None, _) => PriorityAdd::MergedReady,
+            (Some(_), None) => PriorityAdd::MadeReady,
+            (Some(_), Some(_)) => PriorityAdd::MergedWaiting,
+        }
     }
 
-    fn promote(&mut self) {
+    /// How many entries became ready, and the earliest ready time still waiting.
+    fn promote(&mut self) -> (usize, Option<u64>) {
         if self.shut {
-            return;
+            return (0, None);
         }
         let now = self.now;
         let mut due: Vec<usize> = (0..self.entries.len())
@@ -154,12 +167,30 @@ impl Model {
             let e = self.entries[i];
             (e.ready_at, -e.priority, e.seq)
         });
+        let moved = due.len();
         for i in due {
             let seq = self.seq();
             let e = &mut self.entries[i];
             e.ready_at = None;
             e.seq = seq;
             self.adds += 1;
+        }
+        (moved, self.next_ready_at())
+    }
+
+    fn next_ready_at(&self) -> Option<u64> {
+        self.entries.iter().filter_map(|e| e.ready_at).min()
+    }
+
+    /// A worker returns `key`: whether it was held, and whether an entry added for it
+    /// meanwhile is ready.
+    fn done(&mut self, key: u8) -> PriorityDone {
+        if !self.locked.remove(&key) {
+            return PriorityDone::NotLocked;
+        }
+        match self.entries.iter().find(|e| e.key == key) {
+            Some(e) if e.ready_at.is_none() => PriorityDone::ReleasedReady,
+            _ => PriorityDone::Released,
         }
     }
 
@@ -295,19 +326,29 @@ fn check(mut core: impl CoreUnderTest, ops: &[Op]) -> Result<(), TestCaseError> 
                 after,
                 priority,
             } => {
-                core.add(
+                let added = core.add(
                     key,
                     Duration::from_millis(after),
                     priority,
                     at(model.now),
                     &mut rec,
                 );
-                model.add(key, after, priority);
+                prop_assert_eq!(
+                    added,
+                    model.add(key, after, priority),
+                    "add at step {}",
+                    step
+                );
             }
             Op::Advance(ms) => model.now += ms,
             Op::Promote => {
-                core.promote_due(at(model.now), &mut rec);
-                model.promote();
+                let promoted = core.promote_due(at(model.now), &mut rec);
+                let (moved, next) = model.promote();
+                let expected = Promoted {
+                    moved,
+                    next: next.map(at),
+                };
+                prop_assert_eq!(promoted, expected, "promotion at step {}", step);
             }
             Op::Get => {
                 let got = core.get(&mut rec);
@@ -324,8 +365,8 @@ fn check(mut core: impl CoreUnderTest, ops: &[Op]) -> Result<(), TestCaseError> 
             }
             Op::Done(i) if !held.is_empty() => {
                 let k = held.remove(i % held.len());
-                core.done(&k);
-                model.locked.remove(&k);
+                let done = core.done(&k);
+                prop_assert_eq!(done, model.done(k), "done at step {}", step);
             }
             Op::Done(_) => {}
             Op::StrayDone(k) => {
@@ -348,6 +389,36 @@ fn check(mut core: impl CoreUnderTest, ops: &[Op]) -> Result<(), TestCaseError> 
             step
         );
         prop_assert_eq!(core.view().len(), model.ready_order().len());
+        prop_assert_eq!(
+            core.view().is_empty(),
+            model.ready_order().is_empty(),
+            "is_empty after step {}",
+            step
+        );
+        prop_assert_eq!(core.view().shutting_down(), model.shut);
+        for key in 0..KEYS {
+            prop_assert_eq!(
+                core.view().is_locked(&key),
+                model.locked.contains(&key),
+                "whether {} is locked after step {}",
+                key,
+                step
+            );
+            let expected = model.entries.iter().find(|e| e.key == key).map(|e| {
+                controlloop::controller::priorityqueue::Entry {
+                    added_counter: e.seq,
+                    priority: e.priority,
+                    ready_at: e.ready_at.map(at),
+                }
+            });
+            prop_assert_eq!(
+                core.view().entry(&key),
+                expected,
+                "the entry of {} after step {}",
+                key,
+                step
+            );
+        }
         let waiting = model
             .entries
             .iter()
@@ -365,12 +436,7 @@ fn check(mut core: impl CoreUnderTest, ops: &[Op]) -> Result<(), TestCaseError> 
             "locked after step {}",
             step
         );
-        let next = model
-            .entries
-            .iter()
-            .filter_map(|e| e.ready_at)
-            .min()
-            .map(at);
+        let next = model.next_ready_at().map(at);
         prop_assert_eq!(
             core.view().next_ready_at(),
             next,

@@ -327,12 +327,14 @@ mod tests {
                 !synced.is_finished(),
                 "1.{minor}: synced before the initial list was popped"
             );
-            fifo.pop(|_, initial| {
+            let popped = fifo.pop(|_, initial| {
                 assert!(initial);
                 Ok::<_, ()>(())
-            })
-            .await
-            .unwrap();
+            });
+            tokio::time::timeout(Duration::from_secs(1), popped)
+                .await
+                .expect("pop hung with the initial list queued: did replace queue it?")
+                .unwrap();
         }
         tokio::time::timeout(Duration::from_secs(1), synced)
             .await

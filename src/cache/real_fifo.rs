@@ -249,6 +249,9 @@ impl<K: Object> Core<K> {
     }
 
     /// Counts processed initial-list items *after* processing, as upstream.
+    ///
+    /// `>=` for `>` is an equivalent mutant: at a count of zero the subtraction keeps it zero,
+    /// and `check_synced` finds what the last change to `populated` or the count already did.
     fn finish(&mut self, n: usize) {
         if self.initial_population_count > 0 {
             self.initial_population_count = self.initial_population_count.saturating_sub(n);
@@ -611,6 +614,69 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(names(&batch), ["a", "b"]);
+    }
+
+    /// The waiting `pop_batch`: it sleeps until deltas arrive, hands a batch of several to
+    /// `process_batch` and a lone delta to `process_single`, and reports a close.
+    #[tokio::test(start_paused = true)]
+    async fn pop_batch_waits_hands_out_batches_and_reports_a_close() {
+        use std::time::Duration;
+        let fifo = RealFifo::<ConfigMap>::atomic();
+        let popper = fifo.clone();
+        let waiting = tokio::spawn(async move {
+            popper
+                .pop_batch(
+                    |_, _| Err::<(), _>("batch"),
+                    |d, _| {
+                        assert_eq!(names(&d.0), ["a"]);
+                        Ok(())
+                    },
+                )
+                .await
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "pop_batch returned with nothing queued"
+        );
+        fifo.add(cm("a")).unwrap();
+        let single = tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("pop_batch missed the wake-up of an add")
+            .unwrap()
+            .unwrap();
+        assert_eq!(names(&single), ["a"]);
+
+        fifo.add(cm("b")).unwrap();
+        fifo.add(cm("c")).unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let batch = tokio::time::timeout(
+            Duration::from_secs(1),
+            fifo.pop_batch(
+                |b, _| {
+                    seen.lock().unwrap().extend(names(b));
+                    Ok::<_, ()>(())
+                },
+                |_, _| panic!("two deltas are a batch"),
+            ),
+        )
+        .await
+        .expect("pop_batch hung with deltas queued")
+        .unwrap();
+        assert_eq!(names(&batch), ["b", "c"]);
+        assert_eq!(*seen.lock().unwrap(), ["b", "c"]);
+
+        fifo.close();
+        let closed = tokio::time::timeout(
+            Duration::from_secs(1),
+            fifo.pop_batch(|_, _| Ok::<_, ()>(()), |_, _| Ok(())),
+        )
+        .await
+        .expect("pop_batch hung on a closed, empty FIFO");
+        assert!(
+            matches!(closed, Err(PopError::Closed)),
+            "a closed, empty FIFO: {closed:?}"
+        );
     }
 
     #[test]

@@ -166,6 +166,7 @@ const FULL_CHECK_MAX: usize = 64;
 /// that delay is shorter or `after` is zero (upstream: "the min of possible durations").
 pub fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Duration {
     match rate_limited {
+        // `<=` for `<` is an equivalent mutant: with equal delays either arm gives the same.
         Some(limiter) if after.is_zero() || limiter < after => limiter,
         _ => after,
     }
@@ -302,7 +303,8 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             return outcome;
         };
 
-        // A ready key stays ready; otherwise the earlier ready time wins.
+        // A ready key stays ready; otherwise the earlier ready time wins (`<=` for `<` is an
+        // equivalent mutant: on a tie both times are the same instant).
         match (old.ready_at, ready_at) {
             (None, _) => ready_at = None,
             (Some(o), Some(n)) if o < n => ready_at = Some(o),
@@ -560,6 +562,26 @@ mod tests {
         assert_eq!(q.entry(&"r").unwrap().ready_at, None);
     }
 
+    /// Which outcomes wake a getter and which wake the timer: only a key that became ready
+    /// (new, or made ready by an add) can be handed out where nothing could before, and only a
+    /// new or merged waiting key can move the earliest ready time.
+    #[test]
+    fn only_a_newly_ready_key_wakes_a_getter_and_only_a_waiting_one_the_timer() {
+        use PriorityAdd::*;
+        let all = [
+            NewReady,
+            NewWaiting,
+            MadeReady,
+            MergedReady,
+            MergedWaiting,
+            ShuttingDown,
+        ];
+        let readied: Vec<_> = all.into_iter().filter(|a| a.readied()).collect();
+        assert_eq!(readied, [NewReady, MadeReady]);
+        let waiting: Vec<_> = all.into_iter().filter(|a| a.waiting_changed()).collect();
+        assert_eq!(waiting, [NewWaiting, MergedWaiting]);
+    }
+
     #[test]
     fn rate_limiting_takes_the_shorter_delay_unless_after_is_zero() {
         let ms = Duration::from_millis;
@@ -608,5 +630,192 @@ mod tests {
         let mut q = PriorityQueueCore::<&str>::new();
         q.ready.insert((Reverse(0), 0), "stray");
         assert!(q.check_invariants().unwrap_err().starts_with("P2"));
+    }
+
+    /// `n` ready keys `0..n` and one waiting key, `n`, all consistent.
+    fn queued(n: u32) -> (PriorityQueueCore<u32>, Instant) {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        for k in 0..n {
+            q.add(k, Duration::ZERO, None, || t, &mut ());
+        }
+        q.add(n, S, Some(2), || t, &mut ());
+        assert_eq!(q.check_invariants(), Ok(()));
+        (q, t)
+    }
+
+    /// P1 for one key: an entry with no tree entry under its fields, and one whose tree key
+    /// holds another key, are both reported; a key with no entry, or a consistent one, is not.
+    #[test]
+    fn check_key_reports_each_way_an_entry_can_lose_its_tree_entry() {
+        let (mut q, t) = queued(2);
+        assert_eq!(q.check_key(&0), Ok(()));
+        assert_eq!(q.check_key(&2), Ok(()), "the waiting key");
+        assert_eq!(q.check_key(&7), Ok(()), "no entry, nothing to check");
+
+        // Key 0's tree entry holds key 1 instead.
+        let e0 = q.entry(&0).unwrap();
+        q.ready.insert((Reverse(e0.priority), e0.added_counter), 1);
+        assert_eq!(
+            q.check_key(&0),
+            Err("P1: an entry's tree key holds another key".into())
+        );
+
+        // The waiting key's entry moved in time but its tree entry did not.
+        let (mut q, _) = queued(2);
+        q.items.get_mut(&2).unwrap().ready_at = Some(t + 2 * S);
+        assert_eq!(
+            q.check_key(&2),
+            Err("P1: an entry has no tree entry under its fields".into())
+        );
+        assert_eq!(q.check_invariants(), q.check_key(&2), "the full check too");
+
+        // A ready entry whose priority changed without its tree entry.
+        let (mut q, _) = queued(2);
+        q.items.get_mut(&1).unwrap().priority = 5;
+        assert!(q.check_key(&1).unwrap_err().starts_with("P1"));
+    }
+
+    /// P3 both ways: a counter two entries share, and a counter not yet given out, each alone.
+    #[test]
+    fn check_invariants_reports_a_reused_or_future_counter() {
+        let (mut q, _) = queued(2);
+        // Key 1 takes key 0's counter (its tree entry moves with it, so P1 still holds).
+        let e0 = q.entry(&0).unwrap();
+        let e1 = q.entry(&1).unwrap();
+        let key1 = q.ready.remove(&(Reverse(e1.priority), e1.added_counter));
+        let reused = Entry {
+            priority: 1,
+            added_counter: e0.added_counter,
+            ..e1
+        };
+        q.ready
+            .insert((Reverse(1), e0.added_counter), key1.unwrap());
+        q.items.insert(1, reused);
+        assert_eq!(
+            q.check_invariants(),
+            Err(format!(
+                "P3: counter {} is reused or not yet given out",
+                e0.added_counter
+            ))
+        );
+
+        // The next counter to give out, and one beyond it, are both in the future.
+        for ahead in [0, 1] {
+            let (mut q, _) = queued(2);
+            let future = q.added_counter + ahead;
+            let e = q.entry(&1).unwrap();
+            let key = q
+                .ready
+                .remove(&(Reverse(e.priority), e.added_counter))
+                .unwrap();
+            q.ready.insert((Reverse(e.priority), future), key);
+            q.items.get_mut(&1).unwrap().added_counter = future;
+            assert_eq!(
+                q.check_invariants(),
+                Err(format!(
+                    "P3: counter {future} is reused or not yet given out"
+                ))
+            );
+        }
+    }
+
+    /// P2: a stray entry in either tree, with every item's own entry in place.
+    #[test]
+    fn check_invariants_reports_a_stray_tree_entry_in_either_tree() {
+        let (mut q, t) = queued(2);
+        q.waiting.insert((t + 9 * S, Reverse(0), 99), 9);
+        assert_eq!(
+            q.check_invariants(),
+            Err("P2: 2 ready + 2 waiting tree entries for 3 items".into())
+        );
+        let (mut q, _) = queued(2);
+        q.ready.insert((Reverse(0), 99), 9);
+        assert_eq!(
+            q.check_invariants(),
+            Err("P2: 3 ready + 1 waiting tree entries for 3 items".into())
+        );
+    }
+
+    /// Catches the panic `f` must raise and returns its message.
+    #[cfg(debug_assertions)]
+    fn panic_message(f: impl FnOnce()) -> String {
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .expect_err("an invariant check must panic");
+        err.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| err.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default()
+    }
+
+    /// Debug builds check after every mutation: a corrupted core panics at the next add, the
+    /// next promotion, naming the invariant.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn debug_builds_panic_on_the_first_mutation_after_an_invariant_breaks() {
+        let (mut q, t) = queued(2);
+        q.ready.insert((Reverse(0), 99), 9);
+        let message = panic_message(|| {
+            q.add(5, Duration::ZERO, None, || t, &mut ());
+        });
+        assert!(
+            message.starts_with("priority queue invariant broken: P2:"),
+            "{message}"
+        );
+
+        let (mut q, t) = queued(2);
+        q.items.get_mut(&0).unwrap().priority = 5;
+        let message = panic_message(|| {
+            q.promote_due(t + S, &mut ());
+        });
+        assert!(
+            message.starts_with("priority queue invariant broken: P1:"),
+            "{message}"
+        );
+    }
+
+    /// Up to 64 entries a debug build checks P1–P3 in full, so a stray tree entry (P2) is
+    /// caught whichever key the mutation touched; above, it checks P1 for the touched key only.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn debug_builds_check_in_full_up_to_64_entries_then_the_touched_key() {
+        assert_eq!(FULL_CHECK_MAX, 64);
+        // 64 entries: the full check.
+        let (mut q, _) = queued(63);
+        assert_eq!(q.items.len(), 64);
+        q.waiting
+            .insert((Instant::now() + 9 * S, Reverse(0), 999), 999);
+        let message = panic_message(|| q.debug_check(&0));
+        assert!(message.contains("P2:"), "{message}");
+
+        // 65 entries: only the touched key; a consistent one passes despite the stray entry.
+        let (mut q, _) = queued(64);
+        assert_eq!(q.items.len(), 65);
+        q.waiting
+            .insert((Instant::now() + 9 * S, Reverse(0), 999), 999);
+        q.debug_check(&0);
+        assert!(q.check_invariants().unwrap_err().starts_with("P2"));
+        // ... and a touched key without its tree entry does not.
+        let e = q.entry(&3).unwrap();
+        q.ready.remove(&(Reverse(e.priority), e.added_counter));
+        let message = panic_message(|| q.debug_check(&3));
+        assert!(message.contains("P1:"), "{message}");
+    }
+
+    /// A delay too large for the clock saturates to `FAR_FUTURE` after now: the key waits,
+    /// never comes due within a lifetime, and an add without a delay still readies it.
+    #[test]
+    fn a_delay_past_the_clock_saturates_to_the_far_future() {
+        let (mut q, t) = (PriorityQueueCore::new(), Instant::now());
+        assert_eq!(
+            q.add("never", Duration::MAX, None, || t, &mut ()),
+            PriorityAdd::NewWaiting
+        );
+        assert_eq!(q.entry(&"never").unwrap().ready_at, Some(t + FAR_FUTURE));
+        assert_eq!(q.next_ready_at(), Some(t + FAR_FUTURE));
+        let year = Duration::from_secs(86_400 * 365);
+        let p = q.promote_due(t + 29 * year, &mut ());
+        assert_eq!(p.moved, 0);
+        assert_eq!(q.promote_due(t + FAR_FUTURE, &mut ()).moved, 1);
+        assert_eq!(q.get(&mut ()), PriorityGet::Item("never", 0));
     }
 }
