@@ -34,7 +34,7 @@ pub fn normalise(t: &Transcript) -> Transcript {
     }
     let tokens = seen.tokens();
     for r in &mut out.records {
-        rewrite(&mut r.body, &tokens, &seen.uids);
+        rewrite(&mut r.body, &tokens, &seen);
     }
     out
 }
@@ -89,28 +89,36 @@ impl Seen {
         }
     }
 
-    /// Every version seen, as its token.
-    fn tokens(&self) -> HashMap<u64, String> {
-        let mut tokens = HashMap::new();
+    /// Every object version seen, in order, with its token.
+    fn versions(&self) -> Vec<(u64, String)> {
         let mut all: Vec<(u64, String)> = Vec::new();
         for (name, rvs) in &self.objects {
             for (k, rv) in rvs.iter().enumerate() {
-                let t = format!("<{name}@{}>", k + 1);
-                all.push((*rv, t.clone()));
-                tokens.insert(*rv, t);
+                all.push((*rv, format!("<{name}@{}>", k + 1)));
             }
         }
         all.sort();
+        all
+    }
+
+    /// Every version seen, as its token: an object's as itself, another (a list's, a
+    /// bookmark's) as the newest object version at or below it.
+    fn tokens(&self) -> HashMap<u64, String> {
+        let all = self.versions();
+        let mut tokens: HashMap<u64, String> = all.iter().cloned().collect();
         for &rv in &self.others {
-            tokens.entry(rv).or_insert_with(|| {
-                let below = all.partition_point(|(o, _)| *o <= rv);
-                match below {
-                    0 => "≥<none>".to_owned(),
-                    i => format!("≥{}", all[i - 1].1),
-                }
-            });
+            tokens.entry(rv).or_insert_with(|| list_token(&all, rv));
         }
         tokens
+    }
+}
+
+/// A list's or a bookmark's version `rv` as a token: `≥` the newest object version at or
+/// below it (even one equal to it: one server's list is at its last write, another's past it).
+fn list_token(all: &[(u64, String)], rv: u64) -> String {
+    match all.partition_point(|(o, _)| *o <= rv) {
+        0 => "≥<none>".to_owned(),
+        i => format!("≥{}", all[i - 1].1),
     }
 }
 
@@ -134,9 +142,12 @@ fn generated_names(v: &mut Value) {
     }
 }
 
-fn rewrite(v: &mut Value, tokens: &HashMap<u64, String>, uids: &HashMap<String, String>) {
+fn rewrite(v: &mut Value, tokens: &HashMap<u64, String>, seen: &Seen) {
+    let uids = &seen.uids;
     match v {
         Value::Object(map) => {
+            // A nameless metadata's version is a list's or a bookmark's.
+            let nameless = !map.contains_key("name");
             if let Some(Value::Object(meta)) = map.get_mut("metadata") {
                 meta.remove("managedFields");
                 if let Some(Value::String(c)) = meta.get_mut("continue")
@@ -150,17 +161,23 @@ fn rewrite(v: &mut Value, tokens: &HashMap<u64, String>, uids: &HashMap<String, 
                     ("uid", Value::String(u)) => {
                         *u = format!("<uid:{}>", uids.get(u.as_str()).map_or("?", String::as_str));
                     }
-                    ("resourceVersion", Value::String(rv)) => {
-                        if let Some(t) = rv.parse::<u64>().ok().and_then(|n| tokens.get(&n)) {
-                            *rv = t.clone();
+                    ("resourceVersion", Value::String(rv)) => match rv.parse::<u64>() {
+                        Ok(n) if nameless && seen.others.contains(&n) => {
+                            *rv = list_token(&seen.versions(), n);
                         }
-                    }
+                        Ok(n) => {
+                            if let Some(t) = tokens.get(&n) {
+                                *rv = t.clone();
+                            }
+                        }
+                        Err(_) => {}
+                    },
                     ("message", Value::String(m)) => *m = numbers(m, tokens),
-                    (_, child) => rewrite(child, tokens, uids),
+                    (_, child) => rewrite(child, tokens, seen),
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|i| rewrite(i, tokens, uids)),
+        Value::Array(items) => items.iter_mut().for_each(|i| rewrite(i, tokens, seen)),
         Value::String(s) if is_timestamp(s) => *s = "<time>".into(),
         _ => {}
     }
