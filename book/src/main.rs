@@ -70,18 +70,6 @@ enum Command {
         #[arg(long, global = true)]
         dir: Option<PathBuf>,
     },
-    /// Measure the real tier's band bases: run every banded experiment on the real control
-    /// plane (and the embedded server beside it) ROUNDS times, print each value, and with
-    /// --write append one line per value to its band's file, `book/bases/NAME.tsv`.
-    /// Needs `--features tls` and `cluster up`.
-    RealBasis {
-        /// How many rounds.
-        #[arg(long, default_value_t = 3)]
-        rounds: u32,
-        /// Append to the basis files (review the diff; the bands move with it).
-        #[arg(long)]
-        write: bool,
-    },
     /// Measure bands' runs: run a group's experiments N times, as `cargo test` runs them but
     /// without their bands, and append each value to its band's file (`book/bases/NAME.tsv`)
     /// with the build profile, the load and the date. With no group, list the groups.
@@ -176,7 +164,6 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Measure { groups, runs }) => measure(&groups, runs),
         Some(Command::Apiserver { port }) => run_apiserver(port),
-        Some(Command::RealBasis { rounds, write }) => real_basis(rounds, write),
         Some(Command::Cluster {
             verb,
             no_watch_cache,
@@ -376,51 +363,6 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
             failed.len(),
             failed.join(", ")
         );
-    }
-    Ok(())
-}
-
-/// The `real-basis` subcommand: `rounds` rounds of the real tier's banded runs, each value
-/// printed and (with `write`) appended to its band's basis file.
-fn real_basis(rounds: u32, write: bool) -> anyhow::Result<()> {
-    use controlloop_book::{
-        kit::basis::{self, Run},
-        lab::{
-            real_server,
-            rig::real::{self, Instance},
-        },
-    };
-    let server = match real::tier(Instance::Main) {
-        Ok(s) => s,
-        Err(absent) => bail!("{absent}"),
-    };
-    let header = "Runs of this band, appended by `cargo run --features tls -- real-basis --rounds N \
-                  --write` against the control plane of `cargo run -- cluster up` (chapter 14, \
-                  `lab::real_server::basis_round`).";
-    for round in 1..=rounds {
-        let load = basis::load_average().unwrap_or(0.0);
-        println!("round {round}/{rounds} (load {load})");
-        for (name, value) in real_server::basis_round(&server) {
-            println!("  {name:<40} {value}");
-            if write {
-                let band = real_server::bands::band(name);
-                let file = band
-                    .basis
-                    .strip_prefix(basis::PREFIX)
-                    .ok_or_else(|| anyhow::anyhow!("{name}: its basis names no file"))?;
-                let run = Run {
-                    value: (value * 1000.0).round() / 1000.0,
-                    profile: basis::profile().to_owned(),
-                    load: basis::load_average().unwrap_or(0.0),
-                    date: jiff::Zoned::now().strftime("%Y-%m-%d").to_string(),
-                    what: format!("real-basis round {round}: {name}"),
-                };
-                basis::append(file, header, &[run])?;
-            }
-        }
-    }
-    if write {
-        println!("appended to book/bases/ (review the diff: the bands move with it)");
     }
     Ok(())
 }

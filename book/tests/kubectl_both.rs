@@ -231,8 +231,8 @@ fn kubectl_gets_the_same_answers_from_both_servers() {
             create_namespace(&kubectl, &config, &ns);
             run(&kubectl, &config, &ns, &dir)
         })
-            .await
-            .expect("the kubectl steps ran");
+        .await
+        .expect("the kubectl steps ran");
         server.shutdown().await;
         answers
     });

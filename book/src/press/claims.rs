@@ -273,6 +273,30 @@ fn band_claim(name: &str) -> &'static str {
         "SLOW_HANDLER_RECONCILES" => {
             "Real clock: the level design's reconciles behind a slow handler"
         }
+        "EMBEDDED_EVENT_P50_MS" => {
+            "Real clock, embedded server: median ms from a write to its event"
+        }
+        "EMBEDDED_RECONCILE_P50_MS" => {
+            "Real clock, embedded server: median ms from a write to its reconcile"
+        }
+        "REAL_SERVER_EVENT_P50_MS" => "kube-apiserver: median ms from a write to its event",
+        "REAL_SERVER_RECONCILE_P50_MS" => "kube-apiserver: median ms from a write to its reconcile",
+        "REAL_SERVER_ESSAY_RECONCILES" => {
+            "kube-apiserver: 200 writes, 1 ms apart, 20 ms → reconciles"
+        }
+        "REAL_SERVER_KUBE_ESSAY_RECONCILES" => {
+            "kube-apiserver, kube-runtime: the essay's storm → reconciles"
+        }
+        "REAL_SERVER_RECONCILE_RATIO" => {
+            "kube-apiserver: reconciles / min(writes, span / cost + 1)"
+        }
+        "REAL_SERVER_WRITE_OVERHEAD_MS" => "kube-apiserver: ms a write costs beyond its gap",
+        "REAL_SERVER_CONVERGE_OVERHEAD_MS" => {
+            "kube-apiserver: ms from the last write to quiet, beyond a cost"
+        }
+        "REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP" => {
+            "kube-apiserver: collapse where the reconciler keeps up"
+        }
         _ => "a band without a claim row (add it to press::claims)",
     }
 }

@@ -91,6 +91,25 @@ pub const GROUPS: &[Group] = &[
         bands: &["slow_handler_reconciles"],
         run: faults_run,
     },
+    Group {
+        name: "real",
+        runs: "chapter 14: the latency run on the embedded server and on the real control plane, \
+               then chapter 06's storm and sweeps and chapter 11's storm on the real one \
+               (`real_server::basis_round`; needs `--features tls` and `cluster up`)",
+        bands: &[
+            "embedded_event_p50_ms",
+            "embedded_reconcile_p50_ms",
+            "real_server_event_p50_ms",
+            "real_server_reconcile_p50_ms",
+            "real_server_essay_reconciles",
+            "real_server_kube_essay_reconciles",
+            "real_server_reconcile_ratio",
+            "real_server_write_overhead_ms",
+            "real_server_converge_overhead_ms",
+            "real_server_collapse_at_or_below_gap",
+        ],
+        run: real_run,
+    },
 ];
 
 /// The group named `name`.
@@ -250,6 +269,29 @@ fn faults_run() -> Vec<Value> {
         row.level.reconciles as f64,
         "slow event handler, level design",
     )]
+}
+
+fn real_run() -> Vec<Value> {
+    use crate::lab::{
+        real_server,
+        rig::real::{self, Instance},
+    };
+    let server = real::tier(Instance::Main).unwrap_or_else(|absent| panic!("{absent}"));
+    real_server::basis_round(&server)
+        .into_iter()
+        .map(|(name, v)| {
+            let band = real_server::bands::band(name)
+                .basis
+                .strip_prefix(crate::kit::basis::PREFIX)
+                .and_then(|f| f.strip_suffix(".tsv"))
+                .unwrap_or_else(|| panic!("{name}: its basis names no file"));
+            value(
+                band,
+                (v * 1000.0).round() / 1000.0,
+                format!("real tier: {name}"),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

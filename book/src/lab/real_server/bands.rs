@@ -1,5 +1,5 @@
 //! Every band the real tier pins. Each band's runs are its file, `book/bases/NAME.tsv`, measured
-//! with `cargo run --features tls -- real-basis --rounds N --write` against the control plane of
+//! with `cargo run --features tls -- measure real --runs N` against the control plane of
 //! `cargo run -- cluster up`, and the band is the book's one rule over them
 //! ([`crate::kit::basis::RULE`]; `book/tests/bases.rs` holds each to it). Chapter 10's table
 //! lists them beside the embedded server's.
@@ -10,25 +10,23 @@ use crate::kit::band::Band;
 pub const EMBEDDED_EVENT_P50_MS: Band<f64> =
     Band::new(0.497, 2.51, "book/bases/embedded_event_p50_ms.tsv");
 
-/// The embedded server, chapter 14's latency run: write to watch event, 99th percentile, ms.
-pub const EMBEDDED_EVENT_P99_MS: Band<f64> =
-    Band::new(2.836, 36.988, "book/bases/embedded_event_p99_ms.tsv");
-
 /// The embedded server, chapter 14's latency run: write to reconcile start, median, ms.
 pub const EMBEDDED_RECONCILE_P50_MS: Band<f64> =
     Band::new(0.601, 2.75, "book/bases/embedded_reconcile_p50_ms.tsv");
 
-/// The embedded server, chapter 14's latency run: write to reconcile start, 99th percentile, ms.
-pub const EMBEDDED_RECONCILE_P99_MS: Band<f64> =
-    Band::new(2.018, 25.574, "book/bases/embedded_reconcile_p99_ms.tsv");
-
 /// kube-apiserver: events / reconciles of the sweep runs whose cost is at most the gap.
-pub const REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP: Band<f64> =
-    Band::new(0.5, 2.01, "book/bases/real_server_collapse_at_or_below_gap.tsv");
+pub const REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP: Band<f64> = Band::new(
+    0.5,
+    2.01,
+    "book/bases/real_server_collapse_at_or_below_gap.tsv",
+);
 
 /// kube-apiserver: converge − cost, in ms, for every sweep run.
-pub const REAL_SERVER_CONVERGE_OVERHEAD_MS: Band<f64> =
-    Band::new(-5.634, 202.542, "book/bases/real_server_converge_overhead_ms.tsv");
+pub const REAL_SERVER_CONVERGE_OVERHEAD_MS: Band<f64> = Band::new(
+    -5.634,
+    202.542,
+    "book/bases/real_server_converge_overhead_ms.tsv",
+);
 
 /// kube-apiserver: the essay's storm (chapter 06), reconciles.
 pub const REAL_SERVER_ESSAY_RECONCILES: Band<f64> =
@@ -38,21 +36,16 @@ pub const REAL_SERVER_ESSAY_RECONCILES: Band<f64> =
 pub const REAL_SERVER_EVENT_P50_MS: Band<f64> =
     Band::new(2.413, 13.178, "book/bases/real_server_event_p50_ms.tsv");
 
-/// kube-apiserver, chapter 14's latency run: write to watch event, 99th percentile, ms.
-pub const REAL_SERVER_EVENT_P99_MS: Band<f64> =
-    Band::new(5.145, 66.662, "book/bases/real_server_event_p99_ms.tsv");
-
 /// kube-apiserver: chapter 11's storm on kube-runtime, reconciles.
-pub const REAL_SERVER_KUBE_ESSAY_RECONCILES: Band<f64> =
-    Band::new(28.0, 196.0, "book/bases/real_server_kube_essay_reconciles.tsv");
+pub const REAL_SERVER_KUBE_ESSAY_RECONCILES: Band<f64> = Band::new(
+    28.0,
+    196.0,
+    "book/bases/real_server_kube_essay_reconciles.tsv",
+);
 
 /// kube-apiserver, chapter 14's latency run: write to reconcile start, median, ms.
 pub const REAL_SERVER_RECONCILE_P50_MS: Band<f64> =
     Band::new(2.494, 13.43, "book/bases/real_server_reconcile_p50_ms.tsv");
-
-/// kube-apiserver, chapter 14's latency run: write to reconcile start, 99th percentile, ms.
-pub const REAL_SERVER_RECONCILE_P99_MS: Band<f64> =
-    Band::new(5.54, 71.52, "book/bases/real_server_reconcile_p99_ms.tsv");
 
 /// kube-apiserver: reconciles / min(writes, span / cost + 1), for every sweep run.
 pub const REAL_SERVER_RECONCILE_RATIO: Band<f64> =
@@ -65,21 +58,28 @@ pub const REAL_SERVER_WRITE_OVERHEAD_MS: Band<f64> =
 /// Every band above, by name.
 pub const BANDS: &[(&str, Band<f64>)] = &[
     ("EMBEDDED_EVENT_P50_MS", EMBEDDED_EVENT_P50_MS),
-    ("EMBEDDED_EVENT_P99_MS", EMBEDDED_EVENT_P99_MS),
     ("EMBEDDED_RECONCILE_P50_MS", EMBEDDED_RECONCILE_P50_MS),
-    ("EMBEDDED_RECONCILE_P99_MS", EMBEDDED_RECONCILE_P99_MS),
-    ("REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP", REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP),
-    ("REAL_SERVER_CONVERGE_OVERHEAD_MS", REAL_SERVER_CONVERGE_OVERHEAD_MS),
+    (
+        "REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP",
+        REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP,
+    ),
+    (
+        "REAL_SERVER_CONVERGE_OVERHEAD_MS",
+        REAL_SERVER_CONVERGE_OVERHEAD_MS,
+    ),
     ("REAL_SERVER_ESSAY_RECONCILES", REAL_SERVER_ESSAY_RECONCILES),
     ("REAL_SERVER_EVENT_P50_MS", REAL_SERVER_EVENT_P50_MS),
-    ("REAL_SERVER_EVENT_P99_MS", REAL_SERVER_EVENT_P99_MS),
-    ("REAL_SERVER_KUBE_ESSAY_RECONCILES", REAL_SERVER_KUBE_ESSAY_RECONCILES),
+    (
+        "REAL_SERVER_KUBE_ESSAY_RECONCILES",
+        REAL_SERVER_KUBE_ESSAY_RECONCILES,
+    ),
     ("REAL_SERVER_RECONCILE_P50_MS", REAL_SERVER_RECONCILE_P50_MS),
-    ("REAL_SERVER_RECONCILE_P99_MS", REAL_SERVER_RECONCILE_P99_MS),
     ("REAL_SERVER_RECONCILE_RATIO", REAL_SERVER_RECONCILE_RATIO),
-    ("REAL_SERVER_WRITE_OVERHEAD_MS", REAL_SERVER_WRITE_OVERHEAD_MS),
+    (
+        "REAL_SERVER_WRITE_OVERHEAD_MS",
+        REAL_SERVER_WRITE_OVERHEAD_MS,
+    ),
 ];
-
 
 /// The band called `name`.
 ///

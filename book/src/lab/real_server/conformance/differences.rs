@@ -163,7 +163,12 @@ pub static KNOWN: &[Difference] = &[
     },
     Difference {
         what: "delete answers the object, not a Status",
-        scenarios: &["configmap_crud", "widget_crud", "delete_preconditions", "dry_run"],
+        scenarios: &[
+            "configmap_crud",
+            "widget_crud",
+            "delete_preconditions",
+            "dry_run",
+        ],
         steps: &["delete", "matching", "dry-run delete"],
         paths: &["(kind)"],
         server: None,
