@@ -17,7 +17,7 @@ use controller_support::{
     until, within,
 };
 use controlloop::{
-    cache::{HandlerPanic, InformerOptions, SYNCED_POLL_PERIOD, Scripted, WatchEvent},
+    cache::{HandlerPanic, InformerOptions, Scripted, WatchEvent},
     controller::{
         Builder, Context, Controller, LOW_PRIORITY, Outcome, ReconcileError,
         ReconcileResult as Res, Release, Request,
@@ -207,14 +207,12 @@ fn initial_list_and_resync_requests_are_low_priority_on_a_priority_queue() {
     );
 }
 
-/// When these controllers' first reconcile starts: on v0.24 and v0.25 at the cache-sync
-/// wait's second look, [`SYNCED_POLL_PERIOD`] in (client-go's `WaitForCacheSync` polls every
-/// 100 ms and the first look finds the informer unsynced); on v0.22 at once, here.
-fn first_reconcile(release: Release) -> Duration {
-    match release {
-        Release::V0_22 => Duration::ZERO,
-        _ => SYNCED_POLL_PERIOD,
-    }
+/// When these controllers' first reconcile starts: at once on every release, because these
+/// tests let the informer sync before the controller starts, so the cache-sync wait's first
+/// look finds it synced. (Where the informer's task and that first look race, a look that finds
+/// it unsynced waits for the next poll, and the first reconcile starts 100 ms in.)
+fn first_reconcile(_release: Release) -> Duration {
+    Duration::ZERO
 }
 
 /// The order a one-worker controller reconciles "a", "b", "c" (all from the initial list)
@@ -239,6 +237,9 @@ fn order_when_one_object_changes(release: Release) -> Vec<String> {
             })
             .unwrap();
         let running = run_informer(&informer);
+        // Synced before the controller looks, so that its first look finds the informer
+        // synced on every run (see `first_reconcile`).
+        within("the informer never synced", informer.wait_synced()).await;
         let run = spawn_run(&c);
         until("not every object was reconciled", || {
             c.metrics().success == 3
@@ -298,8 +299,9 @@ fn reconciles_when_a_requeue_after_meets_a_change(release: Release) -> Vec<Durat
                 }
             })
             .unwrap();
-        let running = run_informer(&informer);
         let started = tokio::time::Instant::now();
+        let running = run_informer(&informer);
+        within("the informer never synced", informer.wait_synced()).await; // as above
         let run = spawn_run(&c);
         tokio::time::sleep(HOUR).await;
         c.shutdown();
