@@ -66,7 +66,8 @@ enum Command {
         /// The second control plane, whose kube-apiserver runs with `--watch-cache=false`.
         #[arg(long, global = true)]
         no_watch_cache: bool,
-        /// The state folder (default `target/controlplane`, or its `no-watch-cache/`).
+        /// The state folder (default `target/controlplane`, or its `no-watch-cache/`); a
+        /// relative one is taken from the working directory.
         #[arg(long, global = true)]
         dir: Option<PathBuf>,
     },

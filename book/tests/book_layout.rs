@@ -10,7 +10,7 @@
 //! chapter contains a code fence rustdoc would silently compile as Rust, and that every chapter
 //! block marked `# // book: NAME` is, line for line, the crate code between `// book: NAME` and
 //! `// book: end NAME` that `cargo run` runs. Every chapter that shows a snapshot must register
-//! an experiment that records it.
+//! an experiment that records it, and no chapter's Rust block shows more than 60 lines.
 
 use std::{
     collections::BTreeSet,
@@ -350,6 +350,137 @@ fn every_fence_is_tagged_and_no_include_sits_in_rust() {
     }
 }
 
+/// The most lines a chapter's Rust block may show. The experiment is on the page, and a block
+/// longer than a screen is not read: what does not carry the claim is hidden with rustdoc's `# `
+/// prefix (the site's eye button shows it), or the block is split with prose between.
+const MAX_VISIBLE_LINES: usize = 60;
+
+/// Each Rust block of a chapter's `text` as (its fence's line, the lines it shows): every line
+/// rustdoc does not hide (a hidden line is `#`, or starts with `# `, after any indentation),
+/// blank lines included.
+fn visible_lines(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, bool, usize)> = None; // (fence line, rust?, visible lines)
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(tag) = trimmed.strip_prefix("```") {
+            match open.take() {
+                Some((at, true, shown)) => out.push((at, shown)),
+                Some((_, false, _)) => {}
+                None => open = Some((i + 1, tag.trim().starts_with("rust"), 0)),
+            }
+        } else if let Some((_, true, shown)) = &mut open
+            && !(trimmed == "#" || trimmed.starts_with("# "))
+        {
+            *shown += 1;
+        }
+    }
+    out
+}
+
+/// One message per Rust block of `text` (the chapter `name`) that shows more than
+/// [`MAX_VISIBLE_LINES`].
+fn long_blocks(name: &str, text: &str) -> Vec<String> {
+    visible_lines(text)
+        .into_iter()
+        .filter(|&(_, shown)| shown > MAX_VISIBLE_LINES)
+        .map(|(at, shown)| {
+            format!(
+                "{name}:{at}: a block shows {shown} lines (at most {MAX_VISIBLE_LINES}: hide \
+                 the set-up that does not carry the claim, or split the block)"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn no_chapter_block_shows_more_than_sixty_lines() {
+    let mut long = Vec::new();
+    let mut largest = (String::new(), 0);
+    for ch in chapters() {
+        let text = fs::read_to_string(&ch).unwrap();
+        long.extend(long_blocks(&name(&ch), &text));
+        for (at, shown) in visible_lines(&text) {
+            if shown > largest.1 {
+                largest = (format!("{}:{at}", name(&ch)), shown);
+            }
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+    // The count is of something: the chapters have blocks, and the largest shows lines.
+    assert!(largest.1 > 0, "no chapter block shows a line");
+}
+
+#[test]
+fn the_block_length_check_fires_on_a_block_of_sixty_one_lines() {
+    let block = |shown: usize, hidden: usize| {
+        format!(
+            "Prose.\n\n```rust\n{}{}```\n\n```text\n{}```\n",
+            "# let hidden = 0;\n#\n".repeat(hidden),
+            "let shown = 1;\n\n".repeat(shown / 2) + &"let shown = 1;\n".repeat(shown % 2),
+            "not rust\n".repeat(100)
+        )
+    };
+    assert_eq!(visible_lines(&block(61, 0)), [(3, 61)]);
+    let long = long_blocks("NN-x.md", &block(61, 0));
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert!(
+        long[0].starts_with("NN-x.md:3: a block shows 61 lines"),
+        "{}",
+        long[0]
+    );
+    // Sixty shown lines pass, however many are hidden; a text block is not counted.
+    assert!(long_blocks("NN-x.md", &block(60, 500)).is_empty());
+}
+
+/// The code spans of chapter 07's side-by-side table (the rows under its header line, up to the
+/// first blank line), `\|` read as `|`.
+fn side_by_side_spans(chapter: &str) -> Vec<String> {
+    let rows = chapter
+        .lines()
+        .skip_while(|l| !l.starts_with("| | level-triggered"))
+        .take_while(|l| !l.trim().is_empty());
+    let mut spans = Vec::new();
+    for row in rows {
+        let row = row.replace("\\|", "|");
+        spans.extend(row.split('`').skip(1).step_by(2).map(str::to_owned));
+    }
+    spans
+}
+
+/// The spans of `spans` that no file of `lab::edge` contains.
+fn spans_not_in_the_designs(spans: &[String]) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("book/src/lab/edge"), &mut files);
+    let source: String = files
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap())
+        .collect();
+    spans
+        .iter()
+        .filter(|s| !source.contains(s.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Chapter 07 sets the lines where its two designs differ side by side in a table; each line
+/// it quotes is the designs' code, as the crate has it.
+#[test]
+fn chapter_07s_side_by_side_quotes_the_designs() {
+    let text = fs::read_to_string(Path::new(ROOT).join("chapters/07-edge-triggered-bill.md"));
+    let spans = side_by_side_spans(&text.unwrap());
+    assert!(
+        spans.len() >= 20,
+        "the table quotes both designs: {spans:?}"
+    );
+    let missing = spans_not_in_the_designs(&spans);
+    assert!(missing.is_empty(), "not in lab::edge: {missing:?}");
+    // A quoted line that drifted from the code is caught.
+    let mut drifted = spans.clone();
+    drifted[0].push_str(" // drifted");
+    assert_eq!(spans_not_in_the_designs(&drifted).len(), 1);
+}
+
 #[test]
 fn every_experiment_and_band_names_a_chapter_that_exists() {
     let files: BTreeSet<String> = chapters().iter().map(|p| name(p)).collect();
@@ -572,13 +703,17 @@ fn the_mirror_check_fires_on_a_changed_line_a_missing_region_and_an_unshown_one(
     the_one_problem(&chapter_mirrors(), &lost, "which the crate marks 0 times");
     let unshown = without(chapter_mirrors(), name);
     the_one_problem(&unshown, &crate_mirrors(), "is shown by no chapter block");
-    // A region two chapters show (the rig's process: chapters 07 and 08), one copy drifted.
+    // A region two chapters show (the rig's process: chapter 07, and chapter 08 in both blocks
+    // that run it, hidden there), one copy drifted.
     let shared = "rig_process";
     let copies = chapter_mirrors()
         .iter()
         .filter(|m| m.name == shared)
         .count();
-    assert_eq!(copies, 2, "`{shared}` is shown by chapters 07 and 08");
+    assert_eq!(
+        copies, 3,
+        "`{shared}` is shown by chapter 07 and twice by chapter 08"
+    );
     let drift = drifted(shared, 1, "t.abort();", "t.abort(); t.abort();");
     the_one_problem(&drift, &crate_mirrors(), "`rig_process` differs");
     the_one_problem(&drift, &crate_mirrors(), "08-where-the-rule-is-written.md");

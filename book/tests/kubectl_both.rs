@@ -10,11 +10,13 @@
 //! it the check is skipped in one line naming the command that builds it. Under `CI=true` the
 //! real half is required.
 
+mod clients;
+
 use std::{path::Path, process::Command};
 
 use controlloop::apiserver::ApiServer;
 use controlloop_book::lab::{
-    real_server::conformance::{KNOWN, nonce},
+    real_server::conformance::nonce,
     rig::{
         self,
         real::{Instance, or_skip, say},
@@ -203,29 +205,14 @@ fn kubectl_gets_the_same_answers_from_both_servers() {
         say("kubectl check skipped: no kubectl v1.37.2 (`cargo run -- cluster up` builds it)");
         return;
     };
-    for (name, _, _) in STEPS.iter().filter_map(|s| s.known) {
-        assert!(
-            KNOWN.iter().any(|d| d.what == name),
-            "a step names {name:?}, which is not in differences::KNOWN"
-        );
-    }
+    clients::every_named_difference_is_known(STEPS.iter().filter_map(|s| s.known).map(|k| k.0));
     let dir = scratch();
     let ns = format!("k-{}", nonce());
     let embedded = rig::real(async {
         let server = ApiServer::start()
             .await
             .expect("the embedded server starts");
-        let config = dir.join("embedded.kubeconfig");
-        std::fs::write(
-            &config,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: e\n  cluster:\n    server: {}\n\
-                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: e\n  context:\n    cluster: e\n    \
-                 user: u\ncurrent-context: e\n",
-                server.url()
-            ),
-        )
-        .unwrap();
+        let config = clients::embedded_kubeconfig(&dir, &server.url());
         let (kubectl, dir, ns) = (kubectl.clone(), dir.clone(), ns.clone());
         let answers = tokio::task::spawn_blocking(move || {
             create_namespace(&kubectl, &config, &ns);
@@ -249,23 +236,15 @@ fn kubectl_gets_the_same_answers_from_both_servers() {
         missed.extend(unmet("kube-apiserver", &theirs, |s| (s.code, s.stdout)));
         // Where no table entry is named, the servers agree (and where one is, they differ).
         for ((s, e), r) in STEPS.iter().zip(&embedded).zip(&theirs) {
-            let same = (e.code, &e.stdout) == (r.code, &r.stdout);
-            if same == s.known.is_some() {
-                missed.push(format!(
-                    "{}: embedded exit {} {:?}, kube-apiserver exit {} {:?}, and the step {} a \
-                     known difference",
-                    s.label,
-                    e.code,
-                    e.stdout,
-                    r.code,
-                    r.stdout,
-                    if s.known.is_some() {
-                        "names"
-                    } else {
-                        "names no"
-                    }
-                ));
-            }
+            let (ours, real) = ((e.code, e.stdout.as_str()), (r.code, r.stdout.as_str()));
+            let named = s.known.is_some();
+            missed.extend(clients::disagreement(
+                s.label,
+                named,
+                "kube-apiserver",
+                ours,
+                real,
+            ));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -299,4 +278,13 @@ fn a_changed_expectation_is_reported_for_its_step() {
         other[i].stdout.push('!');
         assert_eq!(unmet("x", &other, |s| (s.code, s.stdout)).len(), 1);
     }
+}
+
+/// Chapter 14 states this check's step count, and it is the count of `STEPS`.
+#[test]
+fn chapter_14_states_the_step_count() {
+    clients::chapter_14_says(&format!(
+        "one list of {} kubectl v1.37.2 commands",
+        STEPS.len()
+    ));
 }

@@ -25,7 +25,7 @@ mod compare;
 
 use std::{sync::Arc, time::Duration};
 
-use compare::{Named, compare, compare_each, compare_with_named};
+use compare::{Named, compare, compare_each, compare_with_named, go_duration};
 use controlloop::{
     cache::broken::Variant,
     controller::{QueueKind, Release, Request, RequestQueue, priorityqueue::AddOpts},
@@ -40,7 +40,8 @@ use controlloop_book::{
             priority::{OTHERS, Objects, StormAndList, storm_and_initial_list},
             sweeps::{COSTS_MS, GAPS_MS, Sweep, WRITES, rows_table},
         },
-        edge,
+        edge::{self, Design},
+        faults::{self, Backoff, Fault, Outcome},
         method::{self, Source, UPDATES},
         resync::{self, Read, Setup, owned_timeline, timeline, when},
         rig::{self, ESSAY, HOUR, OBJECT, Storm},
@@ -471,8 +472,17 @@ const V0_22_KILL_DRAINS: Named = Named {
     after: "ch07_restart:",
     upstream: "reconciles 7,",
     port: "reconciles 6,",
-    cause: "the recorder's kill is a context cancel, after which v0.22's workers drain the queue",
+    cause: KILL_DRAINS,
 };
+
+/// Why a recorded kill reconciles once more than the port's, wherever the controller's queue is
+/// client-go's (v0.22's default, or `UsePriorityQueue=false`): client-go's `Get` hands out what
+/// is queued until the queue is empty, even after `ShutDown` (client-go v0.34.3
+/// `util/workqueue/queue.go`), and controller-runtime shuts the queue down when its context is
+/// cancelled and waits for its workers (controller-runtime v0.22.5
+/// `pkg/internal/controller/controller.go`).
+const KILL_DRAINS: &str =
+    "the recorder's kill is a context cancel, after which the workers drain client-go's queue";
 
 #[test]
 fn ch07_edge_level() {
@@ -736,5 +746,167 @@ fn ch04_resync() {
         (Release::V0_25, "controller_runtime_v0.25_resync"),
     ] {
         compare_with_named(name, resync_lines(release), &[RESYNC_WATCHES, RESYNC_OWNED]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Chapter 12: the fault matrix, the level design's column
+// ---------------------------------------------------------------------------------------
+
+/// The rows of chapter 12's matrix the recorder plays on the fake clientset, in its order.
+const MATRIX_FAULTS: [Fault; 6] = faults::on_fake::ROWS;
+
+/// One row of the level design's column as the recording prints it.
+fn matrix_line(fault: Fault, setup: &faults::Setup, o: &Outcome) -> String {
+    let mut verdict = match o.wrong.as_slice() {
+        [] => "ends right".to_owned(),
+        [first, ..] => format!(
+            "ends wrong: {} widgets, e.g. {} runs {}, written {}",
+            o.wrong.len(),
+            first.widget,
+            first.runs.unwrap_or(-1),
+            first.written
+        ),
+    };
+    if !o.quiet {
+        verdict += &format!("; not quiet within {}", go_duration(setup.limit));
+    }
+    let ms = |d: Duration| d.as_micros() as f64 / 1000.0;
+    format!(
+        "{fault}: {verdict}; relists {}; reconciles {} (failed {}, panicked {}), world commands \
+         {}, overlapping {}; converged {} ms after the last write, last reconcile {} ms after it",
+        o.relists,
+        o.reconciles,
+        o.failed,
+        o.panicked,
+        o.commands,
+        o.overlapping,
+        ms(o.converged),
+        ms(o.last_reconcile)
+    )
+}
+
+/// One section of the recording: its heading, then the level design run through each of
+/// `rows` in `setup` (the chapter's `faults::run_async` on the embedded server, or
+/// `faults::run_on_fake` on the port's fake, each run on its own paused runtime).
+fn matrix_section(label: &str, rows: &[Fault], setup: faults::Setup, on_fake: bool) -> Vec<String> {
+    let run = |f: Fault| match on_fake {
+        true => rig::paused(faults::run_on_fake(f, setup)),
+        false => rig::paused(faults::run_async(Design::Level, f, setup)),
+    };
+    let outcomes: Vec<(Fault, Outcome)> = rows.iter().map(|&f| (f, run(f))).collect();
+    let queue = queue_name(outcomes[0].1.queue);
+    let mut out = vec![format!("{label}; the queue: {queue}")];
+    let rows = outcomes
+        .iter()
+        .map(|(f, o)| format!("  {}", matrix_line(*f, &setup, o)));
+    out.extend(rows);
+    out
+}
+
+/// The limiter a release's controller builds when none is set: client-go's default controller
+/// limiter at v0.22, the per-item backoff alone beside the priority queue at v0.24 and v0.25
+/// (`controller_runtime_vX_default_limiter`, held to the port's limiters in the library's
+/// `tests/recorded_upstream`).
+fn default_backoff(release: Release) -> Backoff {
+    match release {
+        Release::V0_22 => Backoff::ControllerDefault,
+        _ => Backoff::PerItem,
+    }
+}
+
+/// Chapter 12's matrix on `release`, in the recording's sections: the release's default queue
+/// and limiter on the port's fake, which leaves resourceVersions empty as client-go's does
+/// (`faults::run_on_fake`); the same on the chapter's `Setup::matrix` (the embedded server
+/// stamps a fresh resourceVersion on every write); with `UsePriorityQueue=false` and client-go's
+/// default controller limiter; and the errors row with the per-item backoff alone on that queue
+/// (the chapter's `errors_with_per_item_backoff`). Every wait is bounded by the recorder's 30
+/// minutes: the priority queue's errors row waits out the 1000 s cap.
+fn fault_matrix(release: Release) -> Vec<String> {
+    let limit = Duration::from_secs(30 * 60);
+    let stamped = faults::Setup {
+        release,
+        backoff: default_backoff(release),
+        limit,
+        ..faults::Setup::matrix()
+    };
+    let client_go = faults::Setup {
+        release,
+        priority_queue: Some(false),
+        backoff: Backoff::ControllerDefault,
+        limit,
+        ..faults::Setup::matrix()
+    };
+    let per_item = faults::Setup {
+        backoff: Backoff::PerItem,
+        ..client_go
+    };
+    let mut out = matrix_section(MATRIX_AS_LEFT, &MATRIX_FAULTS, stamped, true);
+    out.push(String::new());
+    out.extend(matrix_section(
+        MATRIX_STAMPED,
+        &MATRIX_FAULTS,
+        stamped,
+        false,
+    ));
+    out.push(String::new());
+    let label = "UsePriorityQueue=false (client-go's queue, DefaultTypedControllerRateLimiter)";
+    out.extend(matrix_section(label, &MATRIX_FAULTS, client_go, false));
+    out.push(String::new());
+    let label = "UsePriorityQueue=false with RateLimiter = ItemExponentialFailureRateLimiter(5ms, \
+                 1000s) alone (the port's per-item backoff row)";
+    out.extend(matrix_section(
+        label,
+        &[Fault::ReconcilerErrors],
+        per_item,
+        false,
+    ));
+    out
+}
+
+/// The recording's first section: the fake as it leaves resourceVersions (none).
+const MATRIX_AS_LEFT: &str = "default queue, resourceVersions as the fake stores them (none)";
+
+/// The recording's section with every write stamped.
+const MATRIX_STAMPED: &str = "default queue, each write stamped with a fresh resourceVersion";
+
+/// The restart row's named difference in a section whose queue is client-go's: chapter 07's
+/// (`V0_22_KILL_DRAINS`) again. The recorder's killed process reconciles the key written while
+/// it lived once more after the cancel (its command abandoned, but counted); the port's killed
+/// process runs nothing more. What the new process does is the same on both sides: it lists,
+/// and the world converges at the same instant.
+const fn matrix_kill_drains(section: &'static str) -> Named {
+    Named {
+        after: section,
+        upstream: "controller restart mid-burst: ends right; relists 1; reconciles 12 (failed 0, \
+                   panicked 0), world commands 12,",
+        port: "controller restart mid-burst: ends right; relists 1; reconciles 11 (failed 0, \
+               panicked 0), world commands 11,",
+        cause: KILL_DRAINS,
+    }
+}
+
+/// The recording's section with `UsePriorityQueue=false`.
+const MATRIX_CLIENT_GO: &str = "UsePriorityQueue=false (client-go's queue";
+
+#[test]
+fn ch12_fault_matrix() {
+    // v0.22's default queue is client-go's: its default sections drain on a kill too.
+    compare_with_named(
+        "controller_runtime_v0.22_fault_matrix",
+        fault_matrix(Release::V0_22),
+        &[
+            matrix_kill_drains(MATRIX_AS_LEFT),
+            matrix_kill_drains(MATRIX_STAMPED),
+            matrix_kill_drains(MATRIX_CLIENT_GO),
+        ],
+    );
+    // v0.24 and v0.25: the priority queue does not drain; client-go's, chosen, does.
+    for (release, name) in [
+        (Release::V0_24, "controller_runtime_v0.24_fault_matrix"),
+        (Release::V0_25, "controller_runtime_v0.25_fault_matrix"),
+    ] {
+        let named = [matrix_kill_drains(MATRIX_CLIENT_GO)];
+        compare_with_named(name, fault_matrix(release), &named);
     }
 }

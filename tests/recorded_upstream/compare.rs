@@ -123,6 +123,15 @@ pub struct Named {
 /// named difference has been made (it must be there to be made: a difference that went away
 /// fails, so its name can be removed), exactly and line by line as [`compare`] does.
 pub fn compare_with_named(name: &str, port: Vec<String>, named: &[Named]) {
+    let lines = with_named(name, named);
+    let want: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    compare_body(name, &want, port);
+}
+
+/// The body of `upstream/recorded/<name>.txt`, line by line, with each named difference made
+/// (it must be there to be made: a difference that went away fails, so its name can be
+/// removed).
+fn with_named(name: &str, named: &[Named]) -> Vec<String> {
     let mut lines: Vec<String> = body(&recorded(name)).lines().map(str::to_owned).collect();
     for n in named {
         let start = lines
@@ -142,8 +151,7 @@ pub fn compare_with_named(name: &str, port: Vec<String>, named: &[Named]) {
             });
         lines[at] = lines[at].replacen(n.upstream, n.port, 1);
     }
-    let want: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    compare_body(name, &want, port);
+    lines
 }
 
 /// Compares the same port lines with every recording in `names` (one scenario recorded on

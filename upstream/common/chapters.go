@@ -55,9 +55,10 @@ func LevelStorm(p EdgeParams) EdgeOutcome {
 	if p.FailFirstCommand {
 		world.FailNext(1)
 	}
+	writer := &matrixWriter{client: client} // resourceVersions as the fake leaves them
 	for v := 1; v <= p.Writes; v++ {
 		synctest.Wait()
-		writeTo(client, "w", v, false, nil)
+		writer.write("w", v, nil)
 		if p.KillAfterWrite == v {
 			synctest.Wait() // the process hears this write before it dies
 			node.Kill()

@@ -290,16 +290,25 @@ func (n *Node) QueueLen() int {
 	return c.QueueLen()
 }
 
-// writeTo sets ConfigMap name's data.value to value, keeping its other data.
-func writeTo(client kubernetes.Interface, name string, value int, stamp bool, extra map[string]string) {
+// matrixWriter writes the matrix's ConfigMaps; stamping, it puts a fresh resourceVersion on
+// every write, one more than the write before's, as an API server would.
+type matrixWriter struct {
+	client kubernetes.Interface
+	stamp  bool
+	rv     int
+}
+
+// write sets ConfigMap name's data.value to value, with extra data keys beside it.
+func (w *matrixWriter) write(name string, value int, extra map[string]string) {
 	cm := ConfigMap(name, value)
 	for k, v := range extra {
 		cm.Data[k] = v
 	}
-	if stamp {
-		cm.ResourceVersion = strconv.Itoa(100000 + value)
+	w.rv++
+	if w.stamp {
+		cm.ResourceVersion = strconv.Itoa(100000 + w.rv)
 	}
-	_, err := client.CoreV1().ConfigMaps(Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+	_, err := w.client.CoreV1().ConfigMaps(Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
 	must(err)
 }
 
@@ -386,43 +395,45 @@ func RunRow(fault Fault, o LevelOptions, stamp bool) RowResult {
 	baseCommands, _, _, _ := world.counts()
 	baseLists := countVerb(client.Actions(), "list")
 	last := map[string]int{}
+	w := &matrixWriter{client: client, stamp: stamp}
 	for v := 1; v <= matrixWrites; v++ {
 		name := names[(v-1)/(matrixWrites/matrixObjects)]
 		synctest.Wait()
+		last[name] = v // what the object holds from this write on
 		if v == matrixFaultPoint {
 			switch fault {
 			case FaultEventsDropped:
 				dropper.Drop(matrixDropped)
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 			case FaultReconcilerPanics:
 				hooks.PanicEvery(3)
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 			case FaultReconcilerErrors:
 				hooks.Outage(matrixOutage)
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 			case FaultStatusStorm:
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 				for i := range matrixStatus {
+					// A status write: another data key changes, the value stays what it is.
 					other := names[i%len(names)]
-					writeTo(client, other, last[other], stamp, map[string]string{"status": strconv.Itoa(i)})
+					w.write(other, last[other], map[string]string{"status": strconv.Itoa(i)})
 					synctest.Wait()
 				}
 			case FaultShutdownMidBurst:
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 				synctest.Wait() // the process hears this write first
 				node.Shutdown() // it starts again after the burst
 			case FaultControllerRestart:
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 				synctest.Wait() // the process hears this write first
 				node.Kill()
 				node.Start()
 			default:
-				writeTo(client, name, v, stamp, nil)
+				w.write(name, v, nil)
 			}
 		} else {
-			writeTo(client, name, v, stamp, nil)
+			w.write(name, v, nil)
 		}
-		last[name] = v
 		time.Sleep(matrixGap)
 	}
 	lastWrite := time.Now()
@@ -479,7 +490,7 @@ func (r RowResult) Line() string {
 
 // MatrixHow says how the rows are obtained.
 func MatrixHow() string {
-	return CRWho() + " (no predicate; the reconciler is the port's level design: read the object from the cache, set the world to its value, a command costing 20 ms), in a synctest bubble, one bubble per row: the port's lab::faults::Setup::matrix on fake.NewSimpleClientset: ConfigMaps w-0..w-3 at 0, 200 writes 1 ms apart (w-0 takes 1..50, w-1 51..100, …; each after synctest.Wait), one worker; the fault comes with write 125 (events: the next 10 watch events withheld from the informer; panics: every third reconcile from then on; errors: every reconcile fails, before its command, for 100 ms; status storm: 400 writes of another data key, round-robin; shutdown: the controller and its cache stop gracefully and start again after the last write; restart: stopped at once, its command in flight abandoned, and started again; both once the process has heard write 125); a new process's workers start at its source's second look at the cache's sync, 100 ms after it starts (client-go's WaitForCacheSync polls every 100 ms, and here the cache starts after the controller's handler is registered, so the first, immediate look finds it unsynced); then until every object's world runs its last value, the queue is empty and no reconcile ran for 1 s (at most 30 min of virtual time; the port waits at most 10). Reconciles count every Reconcile call from the first write on, failed and panicked ones included; relists count the fake's list calls after the first"
+	return CRWho() + " (no predicate; the reconciler is the port's level design: read the object from the cache, set the world to its value, a command costing 20 ms), in a synctest bubble, one bubble per row: the port's lab::faults::Setup::matrix on fake.NewSimpleClientset: ConfigMaps w-0..w-3 at 0, 200 writes 1 ms apart (w-0 takes 1..50, w-1 51..100, …; each after synctest.Wait), one worker; the fault comes with write 125 (events: the next 10 watch events withheld from the informer; panics: every third reconcile from then on; errors: every reconcile fails, before its command, for 100 ms; status storm: 400 writes of another data key, round-robin over the four, each keeping the object's current value; shutdown: the controller and its cache stop gracefully and start again after the last write; restart: stopped at once, its command in flight abandoned, and started again; both once the process has heard write 125); a new process's workers start at its source's second look at the cache's sync, 100 ms after it starts (client-go's WaitForCacheSync polls every 100 ms, and here the cache starts after the controller's handler is registered, so the first, immediate look finds it unsynced); then until every object's world runs its last value, the queue is empty and no reconcile ran for 1 s (at most 30 min of virtual time, as the port's comparison waits; the chapter's matrix waits at most 10). Reconciles count every Reconcile call from the first write on, failed and panicked ones included; relists count the fake's list calls after the first"
 }
 
 // MatrixScenario records the rows on the default queue, and on the others where they differ.

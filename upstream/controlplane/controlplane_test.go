@@ -2,10 +2,12 @@ package main
 
 import (
 	"crypto/x509"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPKIIsMadeOnceAndReused(t *testing.T) {
@@ -131,4 +133,45 @@ func requires(gomod, module, version string) bool {
 		}
 	}
 	return false
+}
+
+// The supervisor that up --detach starts runs in the state directory, so a relative --dir
+// reaches it as the absolute path the caller's up resolved, not as typed (which, taken
+// from the state directory, would double: state/state).
+func TestDetachedSupervisorGetsTheCallersStateDirectory(t *testing.T) {
+	repo, err := findLayout("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := t.TempDir()
+	t.Chdir(caller)
+	if err := os.Mkdir("state", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := findLayout(repo.root, "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(caller, "state"); l.base != want {
+		t.Fatalf("the caller's layout: base %s, want %s", l.base, want)
+	}
+	args := supervisorArgs(l, []string{"--detach", "--dir", "state", "--compaction-interval", "5s"})
+	if args[0] != "up" {
+		t.Fatalf("the supervisor's verb: %q", args[0])
+	}
+	var o upOptions
+	if err := upFlags(&o, flag.ContinueOnError).Parse(args[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if o.detach || !o.supervised || o.compaction != 5*time.Second {
+		t.Fatalf("the supervisor's flags: detach %v, supervised %v, compaction %v", o.detach, o.supervised, o.compaction)
+	}
+	t.Chdir(l.base) // where the supervisor runs
+	theirs, err := findLayout(o.root, o.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if theirs.base != l.base || theirs.root != l.root {
+		t.Fatalf("the supervisor's layout: base %s root %s, want base %s root %s", theirs.base, theirs.root, l.base, l.root)
+	}
 }

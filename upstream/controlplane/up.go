@@ -70,9 +70,9 @@ type upOptions struct {
 	kcmArgs            multiFlag
 }
 
-func cmdUp(args []string) error {
-	var o upOptions
-	fs := flag.NewFlagSet("up", flag.ExitOnError)
+// upFlags is up's flag set, writing into o.
+func upFlags(o *upOptions, handling flag.ErrorHandling) *flag.FlagSet {
+	fs := flag.NewFlagSet("up", handling)
 	fs.StringVar(&o.root, "root", "", "the controlloop repository (default: found above the working directory)")
 	fs.StringVar(&o.dir, "dir", "", "state directory (default: <root>/target/controlplane)")
 	fs.BoolVar(&o.detach, "detach", false, "return once ready, leaving the supervisor running in the background (stop it with down)")
@@ -86,6 +86,12 @@ func cmdUp(args []string) error {
 	fs.Var(&o.etcdArgs, "etcd-arg", "extra etcd flag, e.g. --etcd-arg=--log-level=debug (repeatable; after ours, so it wins)")
 	fs.Var(&o.apiArgs, "apiserver-arg", "extra kube-apiserver flag (repeatable; after ours, so it wins)")
 	fs.Var(&o.kcmArgs, "controller-manager-arg", "extra kube-controller-manager flag (repeatable; after ours, so it wins)")
+	return fs
+}
+
+func cmdUp(args []string) error {
+	var o upOptions
+	fs := upFlags(&o, flag.ExitOnError)
 	fs.Parse(args)
 	if fs.NArg() > 0 {
 		return exitError{2, "up: unexpected arguments: " + strings.Join(fs.Args(), " ")}
@@ -101,6 +107,23 @@ func cmdUp(args []string) error {
 		return detach(l, &o, args)
 	}
 	return supervise(l, &o)
+}
+
+// supervisorArgs are the arguments of the supervisor that detach starts: up's
+// own, less --detach, plus --supervised and the repository and state directory
+// as the absolute paths this process resolved. The supervisor runs in the state
+// directory, so a relative --dir or --root given here would be taken from there
+// (target/x/target/x); the flag package keeps a repeated flag's last value, so
+// the absolute ones, appended, win.
+func supervisorArgs(l *layout, args []string) []string {
+	childArgs := []string{"up", "--supervised"}
+	for _, a := range args {
+		if a == "--detach" || a == "-detach" || a == "--detach=true" || a == "-detach=true" {
+			continue
+		}
+		childArgs = append(childArgs, a)
+	}
+	return append(childArgs, "--root", l.root, "--dir", l.base)
 }
 
 // detach builds (in the foreground, so its progress shows), then starts this
@@ -124,20 +147,7 @@ func detach(l *layout, o *upOptions, args []string) error {
 		return err
 	}
 	defer logf.Close()
-	childArgs := []string{"up", "--supervised"}
-	for _, a := range args {
-		if a == "--detach" || a == "-detach" || a == "--detach=true" || a == "-detach=true" {
-			continue
-		}
-		childArgs = append(childArgs, a)
-	}
-	if o.root == "" {
-		childArgs = append(childArgs, "--root", l.root)
-	}
-	if o.dir == "" {
-		childArgs = append(childArgs, "--dir", l.base)
-	}
-	cmd := exec.Command(self, childArgs...)
+	cmd := exec.Command(self, supervisorArgs(l, args)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = l.base

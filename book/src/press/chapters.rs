@@ -173,11 +173,13 @@ chapters! {
     ],
     ch16_deletion = "16-deletion.md" in deletion [
         ch16_finalizers,
+        ch16_relist_gap,
     ],
     ch17_first_write = "17-first-write.md" in first_write [
         ch17_stale_update,
         ch17_retry_storm,
         ch17_stale_cache,
+        ch17_status_predicate,
         ch17_apply_refused,
     ],
     ch18_many_workers = "18-many-workers.md" in many_workers [

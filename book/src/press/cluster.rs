@@ -74,7 +74,7 @@ pub fn run(verb: &Verb, instance: Instance, dir: Option<&Path>) -> anyhow::Resul
             &log,
         ),
     )?;
-    let dir = dir.map(Path::to_path_buf).unwrap_or_else(|| instance.dir());
+    let dir = state_dir(dir, instance)?;
     let state = |c: &mut Command| {
         c.arg("--dir").arg(&dir);
     };
@@ -171,6 +171,22 @@ pub fn run(verb: &Verb, instance: Instance, dir: Option<&Path>) -> anyhow::Resul
             }
             Ok(out.status.code().unwrap_or(1))
         }
+    }
+}
+
+/// The state folder: `dir` made absolute against this process's working directory (the
+/// caller's), else `instance`'s. The Go command is handed an absolute path because a relative
+/// one is not taken from where the caller typed it everywhere: the supervisor that
+/// `up --detach` starts runs in the state folder itself.
+fn state_dir(dir: Option<&Path>, instance: Instance) -> anyhow::Result<PathBuf> {
+    match dir {
+        None => Ok(instance.dir()),
+        Some(d) => std::path::absolute(d).with_context(|| {
+            format!(
+                "--dir {}: resolving it against the working directory",
+                d.display()
+            )
+        }),
     }
 }
 
@@ -341,6 +357,27 @@ pub fn find_go(probe: &Probe) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_state_folder_is_taken_from_the_callers_working_directory() {
+        let here = std::env::current_dir().unwrap();
+        let rel = state_dir(Some(Path::new("target/x")), Instance::Main).unwrap();
+        assert_eq!(rel, here.join("target/x"));
+        let dotted = state_dir(Some(Path::new("./target/../y")), Instance::Main).unwrap();
+        assert!(
+            dotted.is_absolute() && dotted.starts_with(&here),
+            "{}",
+            dotted.display()
+        );
+        assert_eq!(
+            state_dir(Some(Path::new("/srv/plane")), Instance::Main).unwrap(),
+            PathBuf::from("/srv/plane")
+        );
+        assert_eq!(
+            state_dir(None, Instance::NoWatchCache).unwrap(),
+            Instance::NoWatchCache.dir()
+        );
+    }
 
     #[test]
     fn a_missing_go_is_an_error_naming_the_tool_and_where_it_looked() {

@@ -206,7 +206,7 @@ pub fn detector_snapshot(v: Variant) -> &'static str {
     match v {
         Variant::FirstPayload => "ch06_detector_first_payload",
         Variant::ChannelOfKeys => "ch06_detector_channel_of_keys",
-        Variant::Level => panic!("the faithful design has no detector run"),
+        Variant::Level | Variant::Debounced => panic!("{v:?} has no detector run"),
     }
 }
 

@@ -60,7 +60,8 @@ pub use ch06::{run_real, run_virtual};
 pub use controlloop::controller::Controller;
 pub use report::{Report, Table, millis as report_millis};
 pub use variants::{
-    Counters, Running, StashFirstPayload, Variant, start_channel_of_keys, start_first_payload,
+    Counters, DEBOUNCE, Running, StashFirstPayload, Variant, start_channel_of_keys,
+    start_debounced, start_first_payload,
 };
 
 /// Which clock a run uses.
@@ -190,6 +191,7 @@ pub async fn run_async(params: &Params) -> Result<Report, BurstError> {
         Variant::Level => level_storm(params).await,
         Variant::FirstPayload => broken_storm(params, start_first_payload).await,
         Variant::ChannelOfKeys => broken_storm(params, start_channel_of_keys).await,
+        Variant::Debounced => broken_storm(params, start_debounced).await,
     }
 }
 

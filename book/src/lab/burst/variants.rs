@@ -1,7 +1,7 @@
-//! The controller designs a storm can run against: the faithful one, and two deliberately
-//! broken ones whose only purpose is to make chapter 06's detectors fire. The chapter shows the
-//! bodies of [`start_first_payload`], [`StashFirstPayload`]'s handler and
-//! [`start_channel_of_keys`] verbatim.
+//! The controller designs a storm can run against: the faithful one, and three deliberately
+//! broken ones whose only purpose is to make chapter 06's detectors and bands fire. The chapter
+//! shows the bodies of [`start_first_payload`], [`StashFirstPayload`]'s handler,
+//! [`start_channel_of_keys`] and [`start_debounced`] verbatim.
 
 use std::{
     collections::HashMap,
@@ -36,11 +36,19 @@ pub enum Variant {
     /// payload of the event that first queued the key instead of reading the cache. When it is
     /// behind, the events merged into that request are lost, and it can end on a stale value.
     FirstPayload,
+    /// **Broken**: the faithful controller, but the reconciler waits [`DEBOUNCE`] before it
+    /// reads the cache ("let the writes settle"), holding the key. Events that arrive while it
+    /// waits are merged, so it collapses requests even when its work costs no more than the gap.
+    Debounced,
 }
+
+/// How long [`Variant::Debounced`]'s reconciler waits before it reads the cache.
+pub const DEBOUNCE: Duration = Duration::from_millis(10);
 
 /// A controller of one [`Variant`], running.
 pub enum Running {
-    /// [`Variant::Level`] or [`Variant::FirstPayload`]: the real controller.
+    /// [`Variant::Level`], [`Variant::FirstPayload`] or [`Variant::Debounced`]: the real
+    /// controller.
     Controller {
         /// The controller.
         controller: Controller<ConfigMap>,
@@ -112,6 +120,33 @@ pub fn start_first_payload(
     Ok(Running::controller(controller))
 }
 // book: end ch06_first_payload
+
+/// [`Variant::Debounced`]: the real controller, with a reconciler that waits [`DEBOUNCE`]
+/// before it reads the cache and does its work.
+// book: ch06_debounced
+pub fn start_debounced(
+    params: &Params,
+    informer: &Informer,
+    log: Arc<Recorder>,
+) -> Result<Running, BurstError> {
+    let cost = params.storm.cost;
+    let reconcile = move |request: Request, ctx: Context<ConfigMap>| {
+        let log = log.clone();
+        async move {
+            // "Let the writes settle": the key stays held, so what arrives meanwhile merges.
+            tokio::time::sleep(DEBOUNCE).await;
+            let value = ctx.get(&request).and_then(|cm| value_of(&cm));
+            log.act(value, cost).await; // the work itself: `cost`, as the faithful one's
+            Ok(ReconcileResult::done())
+        }
+    };
+    let controller = Controller::builder("debounced")
+        .max_concurrent_reconciles(params.workers)
+        .with_predicate(rig::Named(OBJECT))
+        .build(informer, reconcile)?;
+    Ok(Running::controller(controller))
+}
+// book: end ch06_debounced
 
 /// [`Variant::ChannelOfKeys`]: the informer's handler sends each event's key down a plain
 /// channel; `params.workers` workers receive keys and read the value from the cache.

@@ -16,6 +16,10 @@
 //!    reconcile after the cleanup and before the finalizer's removal, and the process is
 //!    killed there.
 
+pub mod gap;
+
+pub use gap::{Gap, GapRun, across_the_gap, ch16_relist_gap, check_gap, gap_table};
+
 use std::{
     sync::{
         Arc,

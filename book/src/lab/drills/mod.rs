@@ -1,4 +1,4 @@
-//! Chapter 09's experiments: the short run under each of the five spoken drills, each one driving the
+//! Chapter 09's experiments: the short run under each of the nine spoken drills, each one driving the
 //! crate's handler, queue or informer directly. The chapter shows each function's body as its
 //! block (`book/tests/book_layout.rs` keeps the two identical); [`experiment`] runs them for
 //! `cargo run` and records the same snapshots.
@@ -11,18 +11,33 @@ use std::{
     time::Duration,
 };
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     ResourceExt,
-    api::{Api, Patch, PatchParams, PostParams},
+    api::{Api, DeleteParams, Patch, PatchParams, PostParams},
 };
 use parking_lot::Mutex;
 
-use crate::{kit::snap, lab::rig};
+use crate::{
+    kit::snap,
+    lab::{
+        deletion::{
+            self, Gap, World as Resources,
+            gap::{GapSubject, Heard},
+        },
+        first_write::{Answer, Writes, storm},
+        many_workers,
+        rig::{self, NAMESPACE, Process, object, value_of},
+        second_replica as replicas,
+    },
+};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
-    controller::{EnqueueRequestForObject, Event, EventHandler},
+    controller::{EnqueueRequestForObject, Event, EventHandler, Release},
+    leaderelection::LeaderElectionConfig,
     resources::{Widget, WidgetSpec},
+    retry::{DEFAULT_RETRY, retry_on_conflict_seeded},
     workqueue::{
         InMemoryMetrics, Queue, QueueConfig, QueueMetricsSnapshot, RateLimitingQueue,
         default_controller_rate_limiter,
@@ -279,6 +294,162 @@ pub fn drill5() -> String {
     })
 }
 
+/// Drill 6: two replicas under leader election; the leader paused for 5 s and for 30 s, then
+/// one switch-on. A pause past the lease leaves two leaders for the renew deadline.
+pub fn drill6() -> String {
+    rig::paused(async {
+        // book: ch09_drill6
+        let config = LeaderElectionConfig::default(); // client-go's 15 s, 10 s, 2 s
+        let (lease, renew) = (config.lease_duration, config.renew_deadline);
+        let mut lines = vec![format!("lease {lease:?}, renew deadline {renew:?}")];
+        for paused in [Duration::from_secs(5), Duration::from_secs(30)] {
+            let world = replicas::World::new().await;
+            let a = replicas::replica(&world, "a", config.clone());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let b = replicas::replica(&world, "b", config.clone());
+            tokio::time::sleep(Duration::from_secs(10)).await; // a leads, b waits
+            a.pause.pause(); // a stops where it stands: no renewals
+            let was_leading = world.log.paused("a");
+            tokio::time::sleep(paused).await; // b sees the lease age meanwhile
+            a.pause.resume(); // a still believes it leads
+            world.log.resumed("a", was_leading);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            world.switch(true).await; // one switch-on
+            tokio::time::sleep(renew * 2).await;
+            let (both, notices) = (world.log.overlap(), world.actions.count());
+            for r in [&a, &b] {
+                r.crash.cancel();
+            }
+            let expected = if paused > lease {
+                (renew, 2)
+            } else {
+                (Duration::ZERO, 1)
+            };
+            assert_eq!((both, notices), expected);
+            lines.push(format!(
+                "  a paused {paused:?}: both led for {} s, {notices} launch notice(s)",
+                both.as_secs()
+            ));
+        }
+        lines.join("\n")
+        // book: end ch09_drill6
+    })
+}
+
+/// Drill 7: a delete in a relist gap, without and with a finalizer; then a crash between
+/// the cleanup and the finalizer's removal.
+pub fn drill7() -> String {
+    // book: ch09_drill7
+    let mut lines = vec![];
+    for design in [Gap::DropsTombstones, Gap::Finalizer] {
+        let (world, heard) = (Arc::new(Resources::default()), Arc::new(Heard::default()));
+        let subject = GapSubject::new(design, &world, &heard);
+        rig::paused(async {
+            let (cluster, api, w) = deletion::fresh();
+            let process = Process::start(&subject, &api);
+            let created = api.create(&PostParams::default(), &w).await;
+            created.expect("a new widget");
+            tokio::time::sleep(Duration::from_secs(1)).await; // reconciled: resource made
+            cluster.expire_watches(); // every watch answered 410: the informer relists
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let deleted = api.delete(deletion::OBJECT, &DeleteParams::default()).await;
+            deleted.expect("a delete no watch carries");
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            process.kill();
+        });
+        let cleanups = world.calls.load(Ordering::SeqCst);
+        let left = world.exists.load(Ordering::SeqCst);
+        assert_eq!(
+            (cleanups, left),
+            (u64::from(!left), design == Gap::DropsTombstones)
+        );
+        let title = design.title();
+        lines.push(format!(
+            "{title}: cleanups {cleanups}, resource left {left}"
+        ));
+    }
+    for idempotent in [true, false] {
+        let crashed = deletion::run(idempotent, true); // dies after cleanup, before removal
+        assert_eq!(crashed.cleanup_calls, 2); // the restart runs the cleanup again
+        let found_done = crashed.already_gone;
+        assert_eq!(found_done, u64::from(idempotent));
+        lines.push(format!(
+            "crash after cleanup, idempotent {idempotent}: cleanups 2, found already done {found_done}"
+        ));
+    }
+    lines.join("\n")
+    // book: end ch09_drill7
+}
+
+/// Drill 8: a stale update gets 409 and stores nothing; reading again and retrying builds on
+/// the other write; eight writers at once under `DefaultRetry`.
+pub fn drill8() -> String {
+    rig::paused(async {
+        // book: ch09_drill8
+        let cluster = Cluster::new(ServerOptions::default());
+        let api: Api<ConfigMap> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
+        let pp = PostParams::default();
+        let created = api.create(&pp, &object("c", 0)).await;
+        created.expect("a fresh ConfigMap");
+        let mut mine = api.get("c").await.expect("reading it"); // resourceVersion r
+        let other = serde_json::json!({ "data": { "value": "1" } });
+        let (merge, pp_patch) = (Patch::Merge(&other), PatchParams::default());
+        let patched = api.patch("c", &pp_patch, &merge).await;
+        patched.expect("another writer's change"); // the object is at r+1
+        mine.data = Some([("value".to_owned(), "2".to_owned())].into());
+        let stale = Answer::of_result(&api.replace("c", &pp, &mine).await); // carries r
+        let after_409 = value_of(&api.get("c").await.expect("reading it"));
+        let retried = retry_on_conflict_seeded(DEFAULT_RETRY, 0, || async {
+            let mut c = api.get("c").await?; // read again on every attempt
+            let next = value_of(&c).unwrap_or(0) + 1;
+            c.data = Some([("value".to_owned(), next.to_string())].into());
+            api.replace("c", &pp, &c).await
+        });
+        let stored = value_of(&retried.await.expect("the retried write"));
+        assert_eq!((stale.code, after_409, stored), (409, Some(1), Some(2)));
+        let eight = storm(8, DEFAULT_RETRY, "DefaultRetry", Writes::Conditional).await;
+        assert_eq!((eight.succeeded, eight.gave_up, eight.stored), (5, 3, 5));
+        format!(
+            "stale replace: {} {}; stored after it: {after_409:?}\n\
+             read again and retried: stored {stored:?}\n\
+             8 writers, DefaultRetry: {} landed, {} gave up with a 409, counter {}",
+            stale.code, stale.reason, eight.succeeded, eight.gave_up, eight.stored
+        )
+        // book: end ch09_drill8
+    })
+}
+
+/// Drill 9: the drain rate for workers × keys, one key never on two workers; and one worker
+/// starving the initial list behind a hot key.
+pub fn drill9() -> String {
+    rig::paused(async {
+        // book: ch09_drill9
+        let cost = Duration::from_millis(10); // one reconcile
+        let mut lines = vec!["controller-runtime v0.24.1, a 10 ms reconcile".to_owned()];
+        for (workers, keys) in [(1, 16), (4, 16), (16, 16), (16, 1)] {
+            let p = many_workers::point(Release::V0_24, workers, keys, cost).await;
+            assert_eq!(p.overlaps, 0); // one key is never on two workers at once
+            let rounds = keys.div_ceil(workers) as u64; // each worker drains keys/workers
+            assert_eq!(p.drain_ms, 10 * rounds);
+            lines.push(format!(
+                "  MaxConcurrentReconciles {workers:>2}, keys {keys:>2}: initial list in {:>3} ms",
+                p.drain_ms
+            ));
+        }
+        for workers in [1, 2] {
+            // 16 cold keys listed, one hot key written every 1 ms for 1 s
+            let s = many_workers::starvation(Release::V0_24, workers).await;
+            assert_eq!(s.cold_served_during, if workers == 1 { 0 } else { 16 });
+            lines.push(format!(
+                "  {workers} worker(s), a hot key: {} of 16 cold keys served while it is hot",
+                s.cold_served_during
+            ));
+        }
+        lines.join("\n")
+        // book: end ch09_drill9
+    })
+}
+
 /// The references chapter 09 makes, checked, as the shortest text that carries the claim:
 /// how many, of which kind, and which are dead.
 pub fn references_text(refs: &[crate::kit::drills::Reference]) -> String {
@@ -301,7 +472,7 @@ pub fn references_text(refs: &[crate::kit::drills::Reference]) -> String {
 }
 
 /// What each drill's run claims, for this run's claims table.
-const CLAIMS: [(&str, &str); 5] = [
+const CLAIMS: [(&str, &str); 9] = [
     (
         "ch09_drill1",
         "Drill 1: two different updates of one object make one request",
@@ -322,12 +493,38 @@ const CLAIMS: [(&str, &str); 5] = [
         "ch09_drill5",
         "Drill 5: the level acted on survives a restart only in the status",
     ),
+    (
+        "ch09_drill6",
+        "Drill 6: a leader paused past its lease acts beside the new one for the renew deadline",
+    ),
+    (
+        "ch09_drill7",
+        "Drill 7: a delete in a relist gap is cleaned up only from the level; a crash cleans up twice",
+    ),
+    (
+        "ch09_drill8",
+        "Drill 8: a 409 stores nothing; reading again and retrying builds on the other write",
+    ),
+    (
+        "ch09_drill9",
+        "Drill 9: workers help only up to the keys; one worker starves the list behind a hot key",
+    ),
 ];
 
-/// Runs the five drills and the reference check, records chapter 09's snapshots, and adds
+/// Runs the nine drills and the reference check, records chapter 09's snapshots, and adds
 /// each drill's run to this run's claims table.
 pub fn experiment() {
-    let runs = [drill1(), drill2(), drill3(), drill4(), drill5()];
+    let runs = [
+        drill1(),
+        drill2(),
+        drill3(),
+        drill4(),
+        drill5(),
+        drill6(),
+        drill7(),
+        drill8(),
+        drill9(),
+    ];
     for ((name, claim), text) in CLAIMS.into_iter().zip(runs) {
         snap::text(name, &text);
         let figure = text.lines().map(str::trim).collect::<Vec<_>>().join("; ");

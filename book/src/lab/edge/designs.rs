@@ -28,9 +28,9 @@ use tokio::task::JoinHandle;
 use super::{Change, Command, Design, Downstream, Payload, Unavailable};
 use crate::lab::rig::{Informer, Process, Subject};
 use controlloop::{
-    cache::{DeletedObject, ResourceEventHandler},
+    cache::{DeletedObject, ListerWatcher, ResourceEventHandler, SharedIndexInformer},
     controller::{
-        Context, Controller, Event, ReconcileError, ReconcileResult, Release, Request,
+        Context, Controller, Event, QueueKind, ReconcileError, ReconcileResult, Release, Request,
         RequestQueue, predicate::Predicate,
     },
     resources::Widget,
@@ -106,6 +106,9 @@ pub struct Config {
     /// The backoff both designs retry with. `None`: each design's default, the release's
     /// for the level controller, [`Backoff::ControllerDefault`] for the payload queue.
     pub backoff: Option<Backoff>,
+    /// Whether the level controller builds controller-runtime's priority queue (upstream
+    /// `UsePriorityQueue`). `None`: the release's default.
+    pub priority_queue: Option<bool>,
 }
 
 impl Config {
@@ -135,7 +138,7 @@ impl Predicate<Widget> for Heard {
 /// downstream to it. A failure goes back rate-limited, and a panic is recovered into an error
 /// (controller-runtime's default).
 pub fn start_level(
-    informer: &Informer<Widget>,
+    informer: &SharedIndexInformer<Widget, impl ListerWatcher<Widget>>, // a server, or a fake
     downstream: Arc<Downstream>,
     hooks: Arc<dyn Hooks>,
     config: Config,
@@ -146,6 +149,9 @@ pub fn start_level(
         .with_predicate(Heard(hooks.clone())); // the handler's hook: slow, or panics
     if let Some(backoff) = config.backoff {
         level = level.with_rate_limiter(backoff.limiter()); // else the release's default
+    }
+    if let Some(on) = config.priority_queue {
+        level = level.use_priority_queue(on); // else the release's queue
     }
     level
         .build(informer, move |request: Request, ctx: Context<Widget>| {
@@ -378,6 +384,15 @@ impl Running {
         }
     }
 
+    /// The queue its controller built: the release's for the level design, client-go's
+    /// rate-limiting queue of payloads for the edge design.
+    pub fn queue_kind(&self) -> QueueKind {
+        match self {
+            Running::Level(c) => c.queue().kind(),
+            Running::Edge(..) => QueueKind::RateLimiting,
+        }
+    }
+
     /// Reconciles running now (the level controller's gauge; the edge's are its held items).
     pub fn running(&self) -> usize {
         match self {
@@ -489,6 +504,7 @@ mod tests {
     fn the_default_config_is_controller_runtimes_defaults() {
         let c = Config::workers(2);
         assert_eq!((c.workers, c.release, c.backoff), (2, Release::V0_25, None));
+        assert_eq!(c.priority_queue, None);
         assert_eq!(c.backoff.unwrap_or_default(), Backoff::ControllerDefault);
         assert_eq!(NoFaults.reconcile(), Ok(()));
     }

@@ -42,6 +42,10 @@ struct World {
     failures: u64,
     /// `(when, value)` each time [`OBJECT`]'s value changed.
     history: Vec<(Instant, Option<i32>)>,
+    /// When each key's value last changed.
+    changed: HashMap<String, Instant>,
+    /// When the last command's cost ended (an aborted command's never does).
+    ended: Option<Instant>,
 }
 
 /// Leaves the detector's count for a key when a command ends, even if its task is aborted
@@ -85,6 +89,7 @@ impl Downstream {
             tokio::time::sleep(self.cost).await; // the lock is free: another worker may enter
         }
         let mut w = self.state.lock();
+        w.ended = Some(Instant::now());
         if w.fail_next > 0 {
             w.fail_next -= 1;
             w.failures += 1;
@@ -103,6 +108,9 @@ impl Downstream {
             }
         }
         let after = w.replicas.get(key).copied();
+        if after != before {
+            w.changed.insert(key.to_owned(), Instant::now());
+        }
         if after != before && key.ends_with(&format!("/{OBJECT}")) {
             w.history.push((Instant::now(), after));
         }
@@ -148,6 +156,16 @@ impl Downstream {
     /// Commands that failed transiently.
     pub fn failures(&self) -> u64 {
         self.state.lock().failures
+    }
+
+    /// When `key`'s value last changed, if it ever did.
+    pub fn last_changed(&self, key: &str) -> Option<Instant> {
+        self.state.lock().changed.get(key).copied()
+    }
+
+    /// When the last command that was not aborted ended (its cost spent, applied or failed).
+    pub fn last_ended(&self) -> Option<Instant> {
+        self.state.lock().ended
     }
 
     /// When [`OBJECT`] last changed value, and to what.

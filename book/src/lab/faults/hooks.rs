@@ -25,6 +25,12 @@ pub const INJECTED: &str = "injected fault:";
 pub struct Hooks {
     /// Reconciles started (failed and panicked ones included).
     reconciles: AtomicU64,
+    /// Reconciles failed by an [`Hooks::outage`].
+    failed: AtomicU64,
+    /// Reconciles panicked by [`Hooks::panic_every`].
+    panicked: AtomicU64,
+    /// When the last reconcile started.
+    last_reconcile: Mutex<Option<Instant>>,
     /// Handler calls (events heard).
     events: AtomicU64,
     /// Every `n`-th reconcile from the arming on panics (0: never).
@@ -48,6 +54,21 @@ impl Hooks {
     /// Reconciles started so far.
     pub fn reconciles(&self) -> u64 {
         self.reconciles.load(Ordering::SeqCst)
+    }
+
+    /// Reconciles an outage failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Reconciles the armed panics panicked so far.
+    pub fn panicked(&self) -> u64 {
+        self.panicked.load(Ordering::SeqCst)
+    }
+
+    /// When the last reconcile started, if one did.
+    pub fn last_reconcile(&self) -> Option<Instant> {
+        *self.last_reconcile.lock()
     }
 
     /// Events heard so far.
@@ -84,13 +105,18 @@ impl edge::Hooks for Hooks {
     /// [`Hooks::outage`].
     fn reconcile(&self) -> Result<(), Unavailable> {
         let n = self.reconciles.fetch_add(1, Ordering::SeqCst) + 1;
+        *self.last_reconcile.lock() = Some(Instant::now());
         let every = self.panic_every.load(Ordering::SeqCst);
         let since = n.saturating_sub(self.panic_base.load(Ordering::SeqCst));
         if every > 0 && since.is_multiple_of(every) {
+            self.panicked.fetch_add(1, Ordering::SeqCst);
             panic!("{INJECTED} reconcile {n} panics");
         }
         match *self.outage.lock() {
-            Some((from, until)) if (from..until).contains(&Instant::now()) => Err(Unavailable),
+            Some((from, until)) if (from..until).contains(&Instant::now()) => {
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                Err(Unavailable)
+            }
             _ => Ok(()),
         }
     }
@@ -149,6 +175,7 @@ mod tests {
         let pattern: Vec<bool> = (0..6).map(|_| panics(|| drop(hooks.reconcile()))).collect();
         assert_eq!(pattern, [false, false, true, false, false, true]);
         assert_eq!(hooks.reconciles(), 7, "panicked reconciles count too");
+        assert_eq!(hooks.panicked(), 2);
     }
 
     #[test]
@@ -171,6 +198,7 @@ mod tests {
             assert_eq!(hooks.reconcile(), Err(Unavailable));
             tokio::time::sleep(Duration::from_millis(1)).await;
             assert_eq!(hooks.reconcile(), Ok(()));
+            assert_eq!((hooks.failed(), hooks.reconciles()), (2, 3));
         });
     }
 }

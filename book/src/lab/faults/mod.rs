@@ -8,6 +8,14 @@
 //! middle of work). The two designs are [`crate::lab::edge`]'s, armed with [`Hooks`] at the two
 //! places a fault can reach a controller's own code.
 //!
+//! The level design's column in the six rows a fake clientset can play (events dropped,
+//! reconciler panics, reconciler errors, status-write storm, shutdown, restart) is recorded on
+//! controller-runtime v0.22.5, v0.24.1 and v0.25.3 (`upstream/recorded/
+//! controller_runtime_vX_fault_matrix.txt`); `book/tests/recorded_upstream.rs` runs
+//! [`run_async`] on each release's queues, and [`run_on_fake`] over the port's fake clientset
+//! (no resourceVersions, as the recordings' first section), and compares every [`Outcome`] it
+//! prints with them.
+//!
 //! ```text
 //!  writer: 4 widgets × 50 writes, 1 ms apart ──► API server (in-process) ──watch──► informer
 //!          └ at write 125: the fault ──────────┘      ▲ list on 410 / restart      │ handler
@@ -41,6 +49,7 @@
 //!   kube-apiserver's new watch cache refuses only revisions older than its first list.
 
 pub mod hooks;
+pub mod on_fake;
 pub mod storm;
 
 use std::{collections::BTreeMap, fmt, time::Duration};
@@ -51,13 +60,14 @@ use crate::{
     kit::band::Band,
     lab::edge::{Config, Design, Downstream},
 };
-use controlloop::controller::Release;
+use controlloop::controller::{QueueKind, Release};
 
 pub use crate::lab::edge::{Backlog, Backoff};
 pub use hooks::{Hooks, INJECTED, quiet_injected_panics};
+pub use on_fake::{FakeSource, run_on_fake};
 pub use storm::{
-    DROPPED, HANDLER_DELAY, NAMESPACE, Node, OUTAGE, RETRY_AFTER, STATUS_WRITES, Writer,
-    faulty_write, is_list, run_async, widget,
+    DROPPED, HANDLER_DELAY, NAMESPACE, Node, OUTAGE, RETRY_AFTER, STATUS_WRITES, Writer, converged,
+    faulty_write, is_list, last_reconcile, run_async, widget,
 };
 
 /// The faults of the matrix, one row each.
@@ -201,6 +211,9 @@ pub struct Setup {
     /// The controller-runtime release the level design's controller follows (its queue).
     #[serde(skip)]
     pub release: Release,
+    /// Whether the level design's controller builds the priority queue (`None`: the
+    /// release's default).
+    pub priority_queue: Option<bool>,
     /// How long nothing may happen before a run counts as quiet.
     pub quiet: Duration,
     /// The bound on every wait of the run.
@@ -219,6 +232,7 @@ impl Setup {
             workers: 1,
             backoff: Backoff::ControllerDefault,
             release: Release::V0_22, // the rate-limiting queue, beside the edge design's
+            priority_queue: None,
             quiet: Duration::from_secs(1),
             limit: Duration::from_secs(600),
         }
@@ -257,6 +271,7 @@ impl Setup {
             workers: self.workers,
             release: self.release,
             backoff: Some(self.backoff),
+            priority_queue: self.priority_queue,
         }
     }
 
@@ -327,6 +342,22 @@ pub struct Outcome {
     pub reconciles: u64,
     /// The same-key detector: most commands for one widget running at once.
     pub max_holders_per_key: u32,
+    /// The queue the design's controller built (the edge design's is client-go's).
+    pub queue: QueueKind,
+    /// Reconciles the outage failed (before their command).
+    pub failed: u64,
+    /// Reconciles that panicked.
+    pub panicked: u64,
+    /// Commands the world ran from the first write on (a killed process's included).
+    pub commands: u64,
+    /// Commands that started while another command for the same widget ran.
+    pub overlapping: u64,
+    /// How long after the writes (the last one's gap included) any widget's world value last
+    /// changed; zero if none changed after them.
+    pub converged: Duration,
+    /// How long after the writes the last reconcile ran (its end, or its start if it never
+    /// ended); zero if none ran after them.
+    pub last_reconcile: Duration,
 }
 
 impl Outcome {

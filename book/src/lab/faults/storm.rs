@@ -16,6 +16,7 @@ use crate::lab::{
 };
 use controlloop::{
     apiserver::{Cluster, Failure, RequestRecord, ServerOptions},
+    controller::QueueKind,
     resources::{Widget, WidgetSpec},
 };
 
@@ -245,6 +246,11 @@ impl Node {
         false
     }
 
+    /// The queue the running process's controller built, if one runs.
+    pub fn queue_kind(&self) -> Option<QueueKind> {
+        self.process.as_ref().map(|p| p.started().queue_kind())
+    }
+
     /// What the running process's queue holds (nothing if none runs).
     pub fn backlog(&self) -> Backlog {
         self.process
@@ -327,6 +333,22 @@ pub async fn faulty_write(fault: Fault, w: &mut Writer, node: &mut Node, name: &
 }
 // book: end ch12_inject
 
+/// How long after `since` any of `names`' world values last changed (zero: none after it).
+pub fn converged(names: &[String], world: &Downstream, since: Instant) -> Duration {
+    let changed = names.iter().filter_map(|name| {
+        let at = world.last_changed(&format!("{NAMESPACE}/{name}"))?;
+        Some(at.saturating_duration_since(since))
+    });
+    changed.max().unwrap_or_default()
+}
+
+/// How long after `since` the last reconcile ran: the later of the last one's start and the last
+/// command's end (a reconcile that passes its hook ends with its command); zero if before.
+pub fn last_reconcile(hooks: &Hooks, world: &Downstream, since: Instant) -> Duration {
+    let last = hooks.last_reconcile().max(world.last_ended());
+    last.map_or(Duration::ZERO, |at| at.saturating_duration_since(since))
+}
+
 /// Whether a request was a list of widgets: a plain LIST, or a streaming list (a watch with
 /// `sendInitialEvents=true`, the default at 1.36).
 pub fn is_list(r: &RequestRecord) -> bool {
@@ -356,6 +378,7 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
     let initial = node.quiesce(&w.heard).await && Wrong::all(&w.last, &world).is_empty();
     assert!(initial, "{design:?} never reconciled the initial list");
     let (events, reconciles) = (node.hooks.events(), node.hooks.reconciles());
+    let commands = world.commands();
     for value in 1..=setup.writes {
         let name = w.names[setup.object_of(value)].clone();
         if value == setup.fault_point() {
@@ -366,6 +389,7 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
         node.restart_if_crashed();
         tokio::time::sleep(setup.gap).await;
     }
+    let writes_over = Instant::now(); // the last write, and its gap
     node.start(); // a process shut down mid-burst comes back now
     let quiet = node.quiesce(&w.heard).await;
     let wrong = |w: &Writer| Wrong::all(&w.last, &world);
@@ -390,6 +414,13 @@ pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
         events: node.hooks.events() - events,
         reconciles: node.hooks.reconciles() - reconciles,
         max_holders_per_key: world.max_holders_per_key(),
+        queue: node.queue_kind().expect("a process runs after the storm"),
+        failed: node.hooks.failed(),
+        panicked: node.hooks.panicked(),
+        commands: world.commands() - commands,
+        overlapping: world.overlapping(),
+        converged: converged(&w.names, &world, writes_over),
+        last_reconcile: last_reconcile(&node.hooks, &world, writes_over),
     }
     // book: end ch12_run
 }

@@ -46,6 +46,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
+pub mod status_predicate;
+pub use status_predicate::ch17_status_predicate;
+
 use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
 use crate::lab::status_hatch::{
     Actions, ENABLED, HatchCounts, OBJECT, Start, WORK, enabled, recorded, set_annotation,

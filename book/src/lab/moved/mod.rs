@@ -130,7 +130,7 @@ fn same_body(a: &str, b: &str) -> bool {
 /// Chapter 13, v0.24 to v0.25: each recorded scenario's bodies on both tags, then each claim
 /// the book shows re-run on both releases of the port. Returns the table.
 pub fn ch13_v025() -> String {
-    // book: ch13_v025
+    // book: ch13_v025_recorded
     // Upstream: every scenario recorded on both pairs of tags, body against body.
     let mut table = format!("{:<56} v0.24 → v0.25\n", "claim");
     let names = Recording::names();
@@ -160,6 +160,8 @@ pub fn ch13_v025() -> String {
         );
         table += &format!("{:<56} unchanged\n", format!("recorded: client-go {name}"));
     }
+    // book: end ch13_v025_recorded
+    // book: ch13_v025_port
     // The port: every claim the book shows that depends on the release, run on both.
     let unmoved = |claim: &str, moved: Moved| {
         moved.assert_unchanged(); // no diff to review: the claim holds as it stood
@@ -222,7 +224,7 @@ pub fn ch13_v025() -> String {
         Moved::between("ch07_restart", V0_24, V0_25, bill),
     );
     snap::text("ch13_v025", &table);
-    // book: end ch13_v025
+    // book: end ch13_v025_port
     table
 }
 

@@ -88,6 +88,7 @@ pub async fn run(backend: &Backend, server: &str) -> Result<ListCosts, RigError>
     made.into_iter().collect::<Result<Vec<()>, _>>()?;
     let fill_ms = ms(t.elapsed());
 
+    // book: ch14_lists
     let t = Instant::now();
     let all = api.list(&ListParams::default()).await?;
     let list_ms = ms(t.elapsed());
@@ -119,6 +120,7 @@ pub async fn run(backend: &Backend, server: &str) -> Result<ListCosts, RigError>
     }
     let paged_ms = ms(t.elapsed());
     assert_eq!(paged, items, "{server}: the pages listed another count");
+    // book: end ch14_lists
 
     let informer = Arc::new(SharedIndexInformer::new(
         api.clone(),

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use tokio::time::Instant;
 
+use super::versions::wait_compacted;
 use crate::lab::rig::{
     self, Backend, NAMESPACE, OBJECT, RigError, Target,
     relay::{Relay, kubeconfig_via, server_addr},
@@ -160,6 +161,7 @@ pub async fn run(kubeconfig: &std::path::Path, cut: Cut) -> Result<Relisted, Rig
         .get_by_key(&key)
         .and_then(|c| c.metadata.resource_version.clone())
         .unwrap_or_default();
+    // book: ch14_cut
     let (lists0, watches0) = (lists.load(Ordering::SeqCst), watches.load(Ordering::SeqCst));
     let api = direct.api();
     if cut == Cut::PastCompaction {
@@ -173,10 +175,11 @@ pub async fn run(kubeconfig: &std::path::Path, cut: Cut) -> Result<Relisted, Rig
     if cut == Cut::PastCompaction {
         // Until etcd has compacted the version the informer last saw.
         let t = Instant::now();
-        super::versions::wait_compacted(&api, &last_seen, "the relay's server").await?;
+        wait_compacted(&api, &last_seen, "the relay's server").await?;
         compaction_ms = Some(t.elapsed().as_secs_f64() * 1000.0);
         relay.reopen().await?;
     }
+    // book: end ch14_cut
     let t = Instant::now();
     let caught_up = rig::settle(
         Duration::from_secs(60),

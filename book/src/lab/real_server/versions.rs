@@ -146,6 +146,7 @@ pub struct Compacted {
 /// Writes [`OBJECT`] once (version V) and three times more, waits until an exact list at V is
 /// 410 (etcd compacted it), then watches from V.
 pub async fn compaction(backend: &Backend, server: &str) -> Result<Compacted, RigError> {
+    // book: ch14_compaction
     let target = Target::start(backend).await?;
     let api: Api<ConfigMap> = target.api();
     let first = target.create(OBJECT, 0).await?;
@@ -174,6 +175,7 @@ pub async fn compaction(backend: &Backend, server: &str) -> Result<Compacted, Ri
             limit: Duration::from_secs(3),
         })?;
     target.stop().await;
+    // book: end ch14_compaction
     let watch_from_it = match events.first() {
         None => "no event".to_owned(),
         Some(e) if e["type"] == "ERROR" => format!(

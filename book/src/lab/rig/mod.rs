@@ -159,3 +159,18 @@ pub async fn let_tasks_run() {
         tokio::task::yield_now().await;
     }
 }
+
+/// Runs `f`, catching a panic without printing it, and returns the panic's message. The
+/// panic hook is process-wide, so it is swapped only around this one call.
+pub fn catch_quietly<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r.map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    })
+}
