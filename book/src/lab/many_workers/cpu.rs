@@ -50,6 +50,9 @@ pub enum Work {
     Sleep,
     /// [`rig::burn`]`(cost)`: the task computes, and holds its thread.
     Burn,
+    /// `spawn_blocking(move || burn(cost))`: the computation runs on tokio's blocking pool, and
+    /// the task awaits it, so its thread runs other tasks.
+    BurnBlocking,
 }
 
 /// When one value written reached the informer's second handler.
@@ -199,6 +202,7 @@ pub async fn cpu_storm(
             match work {
                 Work::Sleep => log.act(value, cost).await, // waits: its thread runs others
                 Work::Burn => log.burn(value, cost),       // computes: holds its thread
+                Work::BurnBlocking => log.burn_blocking(value, cost).await, // on another thread
             }
             Ok(ReconcileResult::done())
         }
@@ -481,8 +485,8 @@ pub const ONE_THREAD_COST_MS: u64 = 20;
 
 /// The runs on one thread: the burning reconcile, whose durable claims hold, which hears no
 /// value while a reconcile runs, and on which every band fires (returns each band's message);
-/// then the sleeping one, inside every band.
-pub fn one_thread_runs() -> (CpuRun, CpuRun, Vec<String>) {
+/// then the sleeping one and the one that burns on the blocking pool, inside every band.
+pub fn one_thread_runs() -> (CpuRun, [CpuRun; 2], Vec<String>) {
     let one = storm(ONE_THREAD_COST_MS, Work::Burn, Threads::One);
     check_durable(&one);
     assert_eq!(
@@ -507,41 +511,45 @@ pub fn one_thread_runs() -> (CpuRun, CpuRun, Vec<String>) {
         one.event_p50_ms() > burns,
         "the median value heard within 5 burns"
     );
-    let sleeping = storm(ONE_THREAD_COST_MS, Work::Sleep, Threads::One);
-    check_durable(&sleeping);
-    for (name, value) in figures(&sleeping) {
-        band(name).check(name, value);
-    }
-    (one, sleeping, fired)
+    let others = [Work::Sleep, Work::BurnBlocking].map(|work| {
+        let r = storm(ONE_THREAD_COST_MS, work, Threads::One);
+        check_durable(&r);
+        for (name, value) in figures(&r) {
+            band(name).check(name, value);
+        }
+        r
+    });
+    (one, others, fired)
 }
 
 /// The runs on one thread as the chapter pins them: their exact values.
-pub fn one_thread_text(burning: &CpuRun, sleeping: &CpuRun) -> String {
+pub fn one_thread_text(runs: &[&CpuRun]) -> String {
     let mut t = String::new();
-    for r in [burning, sleeping] {
+    for r in runs {
         let p = &r.report;
+        let (work, heard, bands) = match r.work {
+            Work::Burn => (
+                "burning",
+                format!("{} of {}", r.heard_during_reconcile, r.heard),
+                "every one outside",
+            ),
+            Work::Sleep => ("sleeping", "in its band".to_owned(), "every one inside"),
+            Work::BurnBlocking => (
+                "burning on the blocking pool",
+                "in its band".to_owned(),
+                "every one inside",
+            ),
+        };
         t.push_str(&format!(
-            "the essay's storm ({} ms), the reconcile {}, the controller on one thread\n\
+            "the essay's storm ({} ms), the reconcile {work}, the controller on one thread\n\
              events heard {} of {}, last acted on {}, in the cache {}\n\
-             values heard while a reconcile ran: {}\n\
-             the five bands: {}\n",
+             values heard while a reconcile ran: {heard}\n\
+             the five bands: {bands}\n",
             p.cost.as_millis(),
-            match r.work {
-                Work::Burn => "burning",
-                Work::Sleep => "sleeping",
-            },
             p.events_delivered,
             p.writes_issued,
             p.final_observed.map_or("none".into(), |v| v.to_string()),
             p.final_in_cache.map_or("none".into(), |v| v.to_string()),
-            match r.work {
-                Work::Burn => format!("{} of {}", r.heard_during_reconcile, r.heard),
-                Work::Sleep => "some (in its band)".to_owned(),
-            },
-            match r.work {
-                Work::Burn => "every one outside",
-                Work::Sleep => "every one inside",
-            },
         ));
     }
     t
@@ -554,8 +562,9 @@ pub fn ch18_cpu() {
     snap::text("ch18_cpu", pairs_text(&pairs));
     let runs: Vec<&CpuRun> = pairs.iter().flat_map(|(s, b)| [s, b]).collect();
     measured::record("ch18_cpu", pairs_measured(&runs)).expect("record the measured values");
-    let (one, sleeping, _) = one_thread_runs();
-    snap::text("ch18_cpu_one_thread", one_thread_text(&one, &sleeping));
-    measured::record("ch18_cpu_one_thread", pairs_measured(&[&sleeping, &one]))
+    let (one, [sleeping, blocking], _) = one_thread_runs();
+    let runs = [&one, &sleeping, &blocking];
+    snap::text("ch18_cpu_one_thread", one_thread_text(&runs));
+    measured::record("ch18_cpu_one_thread", pairs_measured(&runs))
         .expect("record the measured values");
 }

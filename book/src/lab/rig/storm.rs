@@ -143,6 +143,23 @@ impl Recorder {
         });
     }
 
+    /// Acts on `value` by burning the CPU for `cost` on tokio's blocking pool
+    /// (`spawn_blocking`): the reconcile awaits the computation, so its runtime thread runs
+    /// other tasks meanwhile; records the reconcile as [`Recorder::act`] does.
+    pub async fn burn_blocking(&self, value: Option<u64>, cost: Duration) {
+        let started = Instant::now();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        let computed = tokio::task::spawn_blocking(move || burn(cost)).await;
+        computed.expect("a burn does not panic");
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.observations.lock().push(Observation {
+            started,
+            finished: Instant::now(),
+            value,
+        });
+    }
+
     /// The value the last finished reconcile acted on; `None` before the first.
     pub fn last_value(&self) -> Option<Option<u64>> {
         self.observations.lock().last().map(|o| o.value)
