@@ -8,7 +8,7 @@ use crate::kit::band::Band;
 
 /// reconciles / `min(writes, span / cost + 1)` (chapter 06's ratio), every run of the sweep.
 pub const CPU_RECONCILE_RATIO: Band<f64> =
-    Band::new(0.297, 2.152, "book/bases/cpu_reconcile_ratio.tsv");
+    Band::new(0.297, 2.17, "book/bases/cpu_reconcile_ratio.tsv");
 /// From sending a write to the informer's second handler hearing its value: the median of the
 /// 200 writes, ms.
 pub const CPU_EVENT_P50_MS: Band<f64> = Band::new(0.179, 2.466, "book/bases/cpu_event_p50_ms.tsv");
