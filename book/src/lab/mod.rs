@@ -121,5 +121,5 @@ pub const MODULES: &[Module] = &[
     serves!("15-the-second-replica.md" => second_replica),
     serves!("16-deletion.md" => deletion),
     serves!("17-first-write.md" => first_write),
-    serves!("18-many-workers.md" => many_workers),
+    serves!("18-many-workers.md" => many_workers, BANDS),
 ];

@@ -186,6 +186,7 @@ chapters! {
         ch18_sweep,
         ch18_serialisation,
         ch18_starvation,
+        ch18_cpu,
     ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],

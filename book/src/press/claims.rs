@@ -213,6 +213,17 @@ pub const DERIVED: &[Derived] = &[
             ))
         },
     },
+    Derived {
+        claim: "On a runtime of one thread, no value reaches the informer's handler while a \
+                reconcile that burns CPU runs",
+        chapter: "18",
+        experiment: "ch18_cpu",
+        snapshot: "ch18_cpu_one_thread",
+        figure: |b| {
+            let heard = field(b, "values heard while a reconcile ran")?;
+            Some(format!("{heard} values heard while a reconcile burned"))
+        },
+    },
 ];
 
 /// The essay's figure for a band's quantity, and how it stands against the band.
@@ -296,6 +307,21 @@ fn band_claim(name: &str) -> &'static str {
         }
         "REAL_SERVER_COLLAPSE_AT_OR_BELOW_GAP" => {
             "kube-apiserver: collapse where the reconciler keeps up"
+        }
+        "CPU_RECONCILE_RATIO" => {
+            "Real clock, sleeping or burning reconcile: reconciles / min(writes, span / cost + 1)"
+        }
+        "CPU_EVENT_P50_MS" => {
+            "Real clock, sleeping or burning reconcile: median ms from a write to its event"
+        }
+        "CPU_EVENT_P99_MS" => {
+            "Real clock, sleeping or burning reconcile: 99th-percentile ms, write to event"
+        }
+        "CPU_RECONCILE_P50_PER_COST" => {
+            "Real clock, sleeping or burning reconcile: median write → reconcile, in costs"
+        }
+        "CPU_HEARD_DURING_RECONCILE" => {
+            "Real clock, sleeping or burning reconcile: share of events heard while one runs"
         }
         _ => "a band without a claim row (add it to press::claims)",
     }

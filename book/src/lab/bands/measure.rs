@@ -9,6 +9,7 @@ use crate::lab::{
     burst::{self, Clock, Params, Report, sweeps},
     faults::{Fault, Row},
     intro, kube_runtime,
+    many_workers::cpu,
     rig::{self},
     workqueue::contention::{ADDS, through_channel, through_queue},
 };
@@ -90,6 +91,14 @@ pub const GROUPS: &[Group] = &[
                (`faults::Row::run`)",
         bands: &["slow_handler_reconciles"],
         run: faults_run,
+    },
+    Group {
+        name: "cpu",
+        runs: "chapter 18: the essay's storm at 5, 20 and 50 ms, the reconcile sleeping and then \
+               burning, the controller on two threads, the server and the writer on a runtime \
+               of their own (`many_workers::cpu::pairs`)",
+        bands: &CPU_FILES,
+        run: cpu_run,
     },
     Group {
         name: "real",
@@ -269,6 +278,35 @@ fn faults_run() -> Vec<Value> {
         row.level.reconciles as f64,
         "slow event handler, level design",
     )]
+}
+
+/// Chapter 18's bands' files, in the order of [`cpu::figures`].
+const CPU_FILES: [&str; 5] = [
+    "cpu_reconcile_ratio",
+    "cpu_event_p50_ms",
+    "cpu_event_p99_ms",
+    "cpu_reconcile_p50_per_cost",
+    "cpu_heard_during_reconcile",
+];
+
+fn cpu_run() -> Vec<Value> {
+    let mut out = Vec::new();
+    for r in cpu::pairs().iter().flat_map(|(s, b)| [s, b]) {
+        let what = format!(
+            "{:?} at {} ms, two threads",
+            r.work,
+            r.report.cost.as_millis()
+        );
+        for (file, (name, v)) in CPU_FILES.iter().zip(cpu::figures(r)) {
+            assert_eq!(
+                name.to_lowercase(),
+                *file,
+                "CPU_FILES is in the order of figures"
+            );
+            out.push(value(file, v, &what));
+        }
+    }
+    out
 }
 
 fn real_run() -> Vec<Value> {

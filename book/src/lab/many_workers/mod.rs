@@ -1,7 +1,8 @@
 //! Chapter 18's experiments: many workers on many keys. A sweep of `MaxConcurrentReconciles`
 //! against the number of keys and the reconcile's cost, at both controller-runtime releases;
 //! the per-key serialisation detector, on the faithful queue and on one without its
-//! processing set; and the priority queue's low-priority initial list behind a hot key.
+//! processing set; the priority queue's low-priority initial list behind a hot key; and a
+//! reconciler that burns CPU instead of sleeping ([`cpu`]).
 //!
 //! Follows controller-runtime v0.24.1 `pkg/internal/controller/controller.go` (the workers:
 //! `MaxConcurrentReconciles` goroutines on one queue) and client-go v0.37.2
@@ -14,14 +15,22 @@
 //!  a per-key in-flight set: a key taken while already in flight is an overlap
 //! ```
 //!
-//! Everything runs under tokio's paused clock against the embedded server in-process: every
-//! count and every instant is exact.
+//! Everything here runs under tokio's paused clock against the embedded server in-process:
+//! every count and every instant is exact. The reconciler that burns CPU ([`cpu`]) is the
+//! exception: a burn takes no virtual time, so it runs under the real clock, with its figures
+//! in bands ([`bands`]).
 //!
 //! # Invariants
 //! 1. Every point of the sweep runs on a fresh cluster, with the same writes at the same
 //!    instants.
 //! 2. The in-flight set is updated on the reconcile's task, before and after its work, under
 //!    one lock: an overlap is counted exactly when a key starts while it is held.
+
+pub mod bands;
+pub mod cpu;
+
+pub use bands::BANDS;
+pub use cpu::ch18_cpu;
 
 use std::{
     collections::{HashMap, HashSet},

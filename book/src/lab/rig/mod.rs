@@ -44,7 +44,7 @@ pub use cluster::{
 };
 pub use process::{Process, Subject};
 pub use running::Running;
-pub use storm::{Burst, ESSAY, Observation, Recorder, Storm, write_burst};
+pub use storm::{Burst, ESSAY, Observation, Recorder, Storm, burn, write_burst};
 
 /// One virtual hour.
 pub const HOUR: Duration = Duration::from_secs(3600);

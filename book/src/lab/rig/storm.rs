@@ -128,6 +128,38 @@ impl Recorder {
     }
     // book: end ch11_recorder_act
 
+    /// Acts on `value` by burning the CPU for `cost` ([`burn`]: no await, so the reconcile
+    /// holds its thread throughout), and records the reconcile as [`Recorder::act`] does.
+    pub fn burn(&self, value: Option<u64>, cost: Duration) {
+        let started = Instant::now();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        burn(cost);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.observations.lock().push(Observation {
+            started,
+            finished: Instant::now(),
+            value,
+        });
+    }
+
+    /// Acts on `value` by burning the CPU for `cost` on tokio's blocking pool
+    /// (`spawn_blocking`): the reconcile awaits the computation, so its runtime thread runs
+    /// other tasks meanwhile; records the reconcile as [`Recorder::act`] does.
+    pub async fn burn_blocking(&self, value: Option<u64>, cost: Duration) {
+        let started = Instant::now();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        let computed = tokio::task::spawn_blocking(move || burn(cost)).await;
+        computed.expect("a burn does not panic");
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.observations.lock().push(Observation {
+            started,
+            finished: Instant::now(),
+            value,
+        });
+    }
+
     /// The value the last finished reconcile acted on; `None` before the first.
     pub fn last_value(&self) -> Option<Option<u64>> {
         self.observations.lock().last().map(|o| o.value)
@@ -149,3 +181,15 @@ impl Recorder {
         self.max_in_flight.load(Ordering::SeqCst)
     }
 }
+
+// book: ch18_burn
+/// Works for `cost` of the machine's clock the way computation does: a loop that never awaits,
+/// so the task holds its runtime thread until it ends. tokio's clock plays no part: under a
+/// paused clock the loop takes real time and no virtual time.
+pub fn burn(cost: Duration) {
+    let until = std::time::Instant::now() + cost;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+// book: end ch18_burn
