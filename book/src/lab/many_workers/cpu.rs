@@ -455,7 +455,7 @@ pub fn pairs_text(pairs: &[(CpuRun, CpuRun)]) -> String {
 /// This run's values of the sweep, as a Markdown table.
 pub fn pairs_measured(runs: &[&CpuRun]) -> String {
     let mut t = String::from(
-        "| cost (ms) | reconcile | threads | reconciles | span (ms) | ratio | event p50 (ms) | event p99 (ms) | reconcile p50 (ms) | p50 / cost | heard during a reconcile |\n\
+        "| cost ms | work | threads | reconciles | span ms | ratio | event p50 ms | event p99 ms | reconcile p50 ms | p50/cost | heard in a reconcile |\n\
          |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
