@@ -67,3 +67,83 @@ fn the_check_fires_on_a_retyped_band_a_missing_file_and_a_sentence() {
         "the band's basis \"40 runs: 11..=46 µs\" names no file under book/bases/"
     );
 }
+
+/// The Rust blocks of a chapter's `text`, each as one string, hidden lines included (rustdoc
+/// compiles them).
+fn rust_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(bool, String)> = None; // (rust?, lines)
+    for line in text.lines() {
+        if let Some(tag) = line.trim_start().strip_prefix("```") {
+            match open.take() {
+                Some((true, block)) => blocks.push(block),
+                Some((false, _)) => {}
+                None => open = Some((tag.trim() == "rust", String::new())),
+            }
+        } else if let Some((_, block)) = &mut open {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    blocks
+}
+
+/// Whether `word` occurs in `text` with no identifier character on either side.
+fn names(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(word)
+        .any(|(at, _)| !text[..at].ends_with(ident) && !text[at + word.len()..].starts_with(ident))
+}
+
+/// The bands of `bands` (name, chapter) that no Rust block of their chapter shows firing.
+/// A block shows a band firing when it names the band and calls [`Band::fires`], or catches
+/// the panic of its `check` (the introduction's form, which shows what a failing check prints).
+fn not_shown_firing(bands: &[(&str, &str)], chapter_text: impl Fn(&str) -> String) -> Vec<String> {
+    bands
+        .iter()
+        .filter(|(name, chapter)| {
+            !rust_blocks(&chapter_text(chapter)).iter().any(|block| {
+                names(block, name)
+                    && (block.contains("fires(")
+                        || (block.contains("catch_unwind(") && block.contains(".check(")))
+            })
+        })
+        .map(|(name, chapter)| format!("{name} is never shown firing in {chapter}"))
+        .collect()
+}
+
+/// Every band the experiments pin is shown, in its own chapter, rejecting a broken variant's
+/// run: a band that has never failed may accept anything.
+#[test]
+fn every_band_is_shown_firing_in_its_chapter() {
+    let bands: Vec<(&str, &str)> = all().iter().map(|b| (b.name, b.chapter)).collect();
+    assert!(bands.len() >= 20, "{} bands", bands.len());
+    let read = |chapter: &str| {
+        fs::read_to_string(format!(
+            "{}/../chapters/{chapter}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let missing = not_shown_firing(&bands, read);
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// The check fires on a band that is only checked, on one fired in prose or a text block, and
+/// on a longer name's firing (`A_B` is not `A`).
+#[test]
+fn the_firing_check_fires_on_a_band_only_checked_or_fired_outside_rust() {
+    let chapter = |_: &str| {
+        "We check `A` and fire it in prose: A.fires(x).\n\n\
+         ```rust\nA.check(\"a\", 1);\n```\n\n\
+         ```text\nA.fires(\"a\", 9)\n```\n\n\
+         ```rust\nA_B.fires(\"b\", 9);\n```\n\n\
+         ```rust\nlet m = std::panic::catch_unwind(|| C.check(\"c\", 9));\n```\n"
+            .to_owned()
+    };
+    let bands = [("A", "x.md"), ("A_B", "x.md"), ("C", "x.md")];
+    assert_eq!(
+        not_shown_firing(&bands, chapter),
+        ["A is never shown firing in x.md"]
+    );
+}

@@ -110,6 +110,36 @@ impl<T: PartialOrd + Copy + fmt::Display> Band<T> {
             Err(e) => panic!("{e}"),
         }
     }
+
+    /// The other half of a band: shows that it can tell. `value` comes from a broken variant,
+    /// and the band must reject it; the error is what [`check`](Self::check) would have
+    /// panicked with. Panics if `value` is inside, for then the band did not fire.
+    ///
+    /// Every band the experiments pin is shown firing in its chapter this way, and a test of
+    /// the book (`book/tests/book_layout.rs`) holds every chapter to it.
+    ///
+    /// ```
+    /// # use controlloop_book::kit::band::Band;
+    /// const RECONCILES: Band<u64> = Band::new(20, 28, "an illustration");
+    /// let fired = RECONCILES.fires("reconciles", 200); // a queue that merges nothing
+    /// assert_eq!(fired.to_string(), "reconciles = 200 is outside its band [20..=28] (band basis: an illustration)");
+    /// ```
+    ///
+    /// ```should_panic
+    /// # use controlloop_book::kit::band::Band;
+    /// # const RECONCILES: Band<u64> = Band::new(20, 28, "an illustration");
+    /// RECONCILES.fires("reconciles", 24); // reconciles = 24 is inside its band [20..=28]: the band did not fire
+    /// ```
+    #[track_caller]
+    pub fn fires(&self, what: &str, value: T) -> OutOfBand {
+        if self.contains(value) {
+            panic!("{what} = {value} is inside its band {self}: the band did not fire");
+        }
+        match self.try_check(what, value) {
+            Err(e) => e,
+            Ok(_) => unreachable!("{value} is outside {self}"),
+        }
+    }
 }
 
 /// A value this run found inside a band: the band's basis (which names the band), the band as
@@ -222,6 +252,20 @@ mod tests {
             .map(|c| format!("{} {}", c.value, c.band))
             .collect();
         assert_eq!(noted, ["2 [1..=2]"]);
+    }
+
+    #[test]
+    fn fires_returns_the_error_on_either_side_and_notes_nothing() {
+        const FIRING: Band<u64> = Band::new(20, 28, "unit test: firing");
+        assert_eq!(FIRING.fires("x", 19).value, "19");
+        assert_eq!(FIRING.fires("x", 29).lo, "20");
+        assert!(checked().iter().all(|c| c.basis != FIRING.basis));
+    }
+
+    #[test]
+    #[should_panic(expected = "x = 28 is inside its band [20..=28]: the band did not fire")]
+    fn fires_panics_when_the_value_is_inside() {
+        B.fires("x", 28);
     }
 
     #[test]
