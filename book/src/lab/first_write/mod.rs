@@ -1,7 +1,7 @@
 //! Chapter 17's experiments: the first write a reconciler makes. A stale update and its 409,
 //! client-go's `RetryOnConflict` under a write storm, chapter 08's status hatch reading its own
 //! previous write from a cache that is behind it, the three remedies, and server-side apply
-//! on the embedded server.
+//! (refused by the embedded server; two managers on a real kube-apiserver in [`apply`]).
 //!
 //! Follows client-go v0.37.2 `util/retry/util.go` for the retry ([`controlloop::retry`]);
 //! kubernetes/kubernetes v1.37.2 `pkg/controller/controller_utils.go` (`ControllerExpectations`)
@@ -46,6 +46,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
+pub mod apply;
 pub mod status_predicate;
 pub use status_predicate::ch17_status_predicate;
 
