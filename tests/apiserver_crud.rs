@@ -305,7 +305,14 @@ async fn delete_removes_at_once_unless_finalizers_hold_the_object() {
     let api = cms(&server, "default");
     create(&api, &cm("plain", &[], "1")).await;
     let gone = api.delete("plain", &DeleteParams::default()).await.unwrap();
-    assert!(gone.is_left());
+    // Gone at once: a Status naming it, as kube-apiserver answers for a ConfigMap
+    // (`finalizeDelete`); a custom resource would come back as the object.
+    let status = gone.right().expect("a Status, not the ConfigMap");
+    let details = status.details.expect("details");
+    assert_eq!(
+        (details.name.as_str(), details.kind.as_str()),
+        ("plain", "configmaps")
+    );
     assert!(api.get_opt("plain").await.unwrap().is_none());
 
     let mut held = cm("held", &[], "1");

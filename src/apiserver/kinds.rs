@@ -58,6 +58,12 @@ pub(crate) struct Kind {
     pub namespaced: bool,
     /// How names are checked.
     pub name_rule: NameRule,
+    /// A delete that removes the object at once answers with the object (the registry's
+    /// `ReturnDeletedObject`), else with a `Status` of success naming it (`finalizeDelete`:
+    /// ConfigMaps, Leases and custom resources alike, as kube-apiserver v1.37.2 answers in the
+    /// conformance suite). A namespace is never removed at once upstream: its delete answers
+    /// with the namespace, Terminating.
+    pub returns_deleted_object: bool,
 }
 
 /// Index of ConfigMaps in [`KINDS`].
@@ -103,6 +109,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         round_trip: round_trip::<ConfigMap>,
         decode_error_is_invalid: false,
         namespaced: true,
+        returns_deleted_object: false,
         name_rule: NameRule::Subdomain,
     },
     Kind {
@@ -119,6 +126,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         round_trip: round_trip::<Widget>,
         decode_error_is_invalid: true,
         namespaced: true,
+        returns_deleted_object: false,
         name_rule: NameRule::Subdomain,
     },
     // A Widget whose CRD installs no subresources: `status` is an ordinary field, so writing
@@ -137,6 +145,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         round_trip: round_trip::<PlainWidget>,
         decode_error_is_invalid: true,
         namespaced: true,
+        returns_deleted_object: false,
         name_rule: NameRule::Subdomain,
     },
     // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a status
@@ -155,6 +164,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         round_trip: round_trip::<Namespace>,
         decode_error_is_invalid: false,
         namespaced: false,
+        returns_deleted_object: true,
         name_rule: NameRule::Label,
     },
     // leases (coordination.k8s.io/v1): begin
@@ -174,6 +184,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         round_trip: round_trip::<Lease>,
         decode_error_is_invalid: false,
         namespaced: true,
+        returns_deleted_object: false,
         name_rule: NameRule::Subdomain,
     },
     // leases (coordination.k8s.io/v1): end

@@ -103,6 +103,11 @@
 //!   applying without it would silently do something other than kube-apiserver does.
 //!   Client-side `kubectl apply` (a strategic merge patch, with its last-applied annotation)
 //!   works.
+//! - No garbage collector: `ownerReferences` are kept and served, but nothing collects an
+//!   owner's dependents, so after a delete (`propagationPolicy: Background`, the default)
+//!   they stay, where kube-controller-manager's collector would delete them shortly after.
+//!   `Foreground` and `Orphan` (and `orphanDependents: true`) are refused with 422
+//!   FieldValueNotSupported, saying so: without a collector they would be plain deletes.
 //! - Strategic merge patch follows upstream for the built-in kinds (`strategic`), and is 415
 //!   for custom resources, as upstream.
 //! - Namespaces are objects (`default`, `kube-system`, `kube-public`, `kube-node-lease` exist

@@ -347,7 +347,26 @@ async fn dispatch(
             } else {
                 StatusCode::OK
             };
-            Ok(object_response(code, &stored))
+            if pending || k.returns_deleted_object {
+                return Ok(object_response(code, &stored));
+            }
+            // Gone at once: upstream's `finalizeDelete` answers a Status naming what went
+            // (`details.kind` is the resource, as upstream sets it).
+            let uid = serde_json::from_slice::<Value>(&stored.json)
+                .ok()
+                .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_owned));
+            let mut details = serde_json::json!({"name": name, "kind": k.plural, "uid": uid});
+            if !k.group.is_empty() {
+                details["group"] = k.group.into();
+            }
+            let status = serde_json::json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            });
+            Ok(json_response(code, status.to_string()))
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
@@ -448,8 +467,9 @@ fn check_dry_run(value: &str, options: &str) -> Result<(), ApiError> {
 
 /// `DeleteOptions` from the body, or else from the query, validated as
 /// `ValidateDeleteOptions` does (422): the preconditions, whether the delete asks for
-/// cascading (`orphanDependents: false`), and whether the body asks for a dry run. Nothing else
-/// has an effect: the served kinds have no graceful deletion and no dependents.
+/// cascading (`orphanDependents: false`), and whether the body asks for a dry run. A policy
+/// only a garbage collector could honour is refused ([`refuse_without_collector`]); nothing
+/// else has an effect: the served kinds have no graceful deletion.
 fn delete_options(
     body: &[u8],
     q: &HashMap<String, String>,
@@ -508,6 +528,7 @@ fn delete_options(
             &causes,
         ));
     }
+    refuse_without_collector(&opts)?;
     let p = opts.preconditions.unwrap_or_default();
     let pre = Preconditions {
         uid: p.uid,
@@ -517,6 +538,39 @@ fn delete_options(
         pre,
         opts.orphan_dependents == Some(false),
         !dry_run.is_empty(),
+    ))
+}
+
+/// The one propagation policy this server keeps: `Background`, the default, where the owner
+/// goes at once and its dependents are left to the garbage collector (here: none, so they
+/// stay, a named difference in the module's docs).
+const PROPAGATION_KEPT: &str = "Background";
+
+/// Refuses what only a garbage collector could do (422, FieldValueNotSupported, as upstream
+/// answers a value it does not support): `Foreground` (the owner waits, marked, until its
+/// blocking dependents are gone) and `Orphan` (the collector strips the dependents'
+/// ownerReferences first), and the deprecated `orphanDependents: true`. Done without a
+/// collector, either would be a plain delete: something other than kube-apiserver does.
+fn refuse_without_collector(opts: &DeleteOptions) -> Result<(), ApiError> {
+    let asked = match (&opts.propagation_policy, opts.orphan_dependents) {
+        (Some(p), _) if p != PROPAGATION_KEPT => ("propagationPolicy", format!("{p:?}")),
+        (_, Some(true)) => ("orphanDependents", "true".to_owned()),
+        _ => return Ok(()),
+    };
+    let (field, value) = asked;
+    Err(ApiError::invalid_with_reason(
+        "meta.k8s.io",
+        "DeleteOptions",
+        "",
+        "FieldValueNotSupported",
+        &[(
+            field,
+            format!(
+                "Unsupported value: {value}: supported values: {PROPAGATION_KEPT:?} (this \
+                 embedded server has no garbage collector; run a real control plane for \
+                 foreground and orphan deletion)"
+            ),
+        )],
     ))
 }
 
@@ -624,6 +678,17 @@ mod tests {
         );
         let both = br#"{"orphanDependents": true, "propagationPolicy": "Orphan"}"#;
         assert_eq!(delete_options(both, &q("")).unwrap_err().code, 422);
+        // No garbage collector: only Background is kept, the rest refused and named.
+        assert!(delete_options(b"", &q("propagationPolicy=Background")).is_ok());
+        for (body, query) in [
+            (&b""[..], "propagationPolicy=Foreground"),
+            (&br#"{"propagationPolicy": "Orphan"}"#[..], ""),
+            (&br#"{"orphanDependents": true}"#[..], ""),
+        ] {
+            let e = delete_options(body, &q(query)).unwrap_err();
+            assert_eq!((e.code, e.reason), (422, "Invalid"), "{query}");
+            assert!(e.message.contains("no garbage collector"), "{}", e.message);
+        }
         assert_eq!(
             delete_options(br#"{"gracePeriodSeconds": "x"}"#, &q(""))
                 .unwrap_err()

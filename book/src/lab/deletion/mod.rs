@@ -17,6 +17,7 @@
 //!    killed there.
 
 pub mod gap;
+pub mod owners;
 
 pub use gap::{Gap, GapRun, across_the_gap, ch16_relist_gap, check_gap, gap_table};
 

@@ -9,7 +9,8 @@
 //! every answer below is kube-apiserver's own.
 //!
 //! # Invariants
-//! 1. Each run starts from no object: it deletes [`OBJECT`] first and waits until it is gone.
+//! 1. Each run starts from no object: it deletes [`OBJECT`] first and waits until it is gone,
+//!    and deletes it again at the end (on a real control plane, in [`crate::lab::rig::ASIDE`]).
 //! 2. The steps run in order on one client, each on the answer of the one before.
 
 use std::collections::BTreeMap;
@@ -18,8 +19,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Value, json};
-
-use crate::lab::rig::NAMESPACE;
 
 /// The ConfigMap the managers apply to (its own name: no other run of the real tier touches it).
 pub const OBJECT: &str = "controlloop-apply";
@@ -53,7 +52,7 @@ fn intent(data: &[(&str, &str)]) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": OBJECT, "namespace": NAMESPACE},
+        "metadata": {"name": OBJECT}, // the namespace is the Api's
         "data": data,
     })
 }
@@ -141,5 +140,6 @@ pub async fn managers(api: &Api<ConfigMap>) -> Result<Vec<Step>, kube::Error> {
         apply(api, "bob", &[("color", "blue")], false).await?, // bob stops applying shape
     ];
     // book: end ch17_managers
+    fresh(api).await?; // leave nothing behind (invariant 1)
     Ok(steps)
 }

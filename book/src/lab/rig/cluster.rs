@@ -23,6 +23,28 @@ pub fn value_of(cm: &ConfigMap) -> Option<u64> {
     cm.data.as_ref()?.get("value")?.parse().ok()
 }
 
+/// The namespace the runs that leave objects behind them use on a real control plane, so that
+/// nothing of theirs reaches a watch of [`NAMESPACE`] (where the storms watch every ConfigMap).
+pub const ASIDE: &str = "controlloop-aside";
+
+/// Creates namespace `name` unless it exists (and is not terminating).
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A ConfigMap `namespace/name` carrying `value`.
 pub fn object(name: &str, value: u64) -> ConfigMap {
     ConfigMap {

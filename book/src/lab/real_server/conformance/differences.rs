@@ -162,23 +162,6 @@ pub static KNOWN: &[Difference] = &[
               resourceVersion",
     },
     Difference {
-        what: "delete answers the object, not a Status",
-        scenarios: &[
-            "configmap_crud",
-            "widget_crud",
-            "delete_preconditions",
-            "dry_run",
-        ],
-        steps: &["delete", "matching", "dry-run delete"],
-        paths: &["(kind)"],
-        server: None,
-        embedded: "200 with the deleted object",
-        real: "200 Status Success, details {name, group, kind (the plural), uid}",
-        reason: "kube-apiserver returns a Status when the object is gone at once (the object \
-                 only when the delete is held by finalizers or a grace period)",
-        fix: "answer an immediate delete with Status Success and its details",
-    },
-    Difference {
         what: "a DELETED event for an object leaving a selector carries its new state",
         scenarios: &["selectors"],
         steps: &["watch the object leaves"],

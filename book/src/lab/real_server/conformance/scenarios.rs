@@ -162,7 +162,7 @@ pub static SCENARIOS: &[Scenario] = &[
             field("list", 200, "/items/0/metadata/name", "\"a\""),
             field("update", 200, "/data/k", "\"w\""),
             code("update without resourceVersion", 200),
-            code("delete", 200),
+            field("delete", 200, "/details/kind", "\"configmaps\""), // a Status, not the object
             code("get deleted", 404),
             field("create twice", 409, "/reason", "\"AlreadyExists\""),
         ],
@@ -181,7 +181,7 @@ pub static SCENARIOS: &[Scenario] = &[
                 "/reason",
                 "\"Invalid\"",
             ),
-            code("delete", 200),
+            field("delete", 200, "/details/kind", "\"widgets\""), // a Status, custom resources too
             code("get deleted", 404),
         ],
     },
