@@ -30,6 +30,8 @@
 //! exits the process. Here a lost lease kills the replica's hatch process (informer, queue,
 //! workers), which is what the exit amounts to for the keys in flight.
 
+pub mod real;
+
 use std::{
     future::Future,
     pin::Pin,

@@ -1,0 +1,198 @@
+//! Chapter 15's two electors on a real kube-apiserver: the port's `LeaderElector` and
+//! `LeaseLock` against the Leases (coordination.k8s.io/v1) of the real control plane, under the
+//! real clock, with short durations (a 2 s lease, a 1.5 s renew deadline, a 250 ms retry).
+//!
+//! kube-apiserver stores and validates every Lease the electors write; what the electors decide
+//! is the port's (client-go v0.37.2 `tools/leaderelection`, held to its tests in the crate).
+//!
+//! # Invariants
+//! 1. A run starts with no Lease [`LEASE`] in its namespace and deletes it at the end.
+//! 2. `a` leads before `b` starts, so the first leader is `a` in every run.
+//! 3. A crash stops an elector without a release, and its leading work at once (as the
+//!    in-process replicas of [`super::replica`]).
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::lab::rig::within;
+use controlloop::leaderelection::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock,
+};
+
+/// The Lease the electors contend for.
+pub const LEASE: &str = "controlloop-election";
+
+/// The electors' configuration: client-go's defaults scaled down from 15 s / 10 s / 2 s, so that
+/// a run on the real clock takes seconds.
+pub fn config(release_on_cancel: bool) -> LeaderElectionConfig {
+    LeaderElectionConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(250),
+        release_on_cancel,
+        ..LeaderElectionConfig::default()
+    }
+}
+
+/// Each replica's leading intervals, in the order they opened.
+#[derive(Default)]
+struct Led(Mutex<Vec<(&'static str, Instant, Option<Instant>)>>);
+
+impl Led {
+    fn overlap(&self) -> Duration {
+        let now = Instant::now();
+        let led = self.0.lock();
+        let mut total = Duration::ZERO;
+        for (i, (r1, s1, e1)) in led.iter().enumerate() {
+            for (r2, s2, e2) in &led[i + 1..] {
+                if r1 != r2 {
+                    let to = e1.unwrap_or(now).min(e2.unwrap_or(now));
+                    total += to.saturating_duration_since((*s1).max(*s2));
+                }
+            }
+        }
+        total
+    }
+}
+
+/// One elector on the real server, and the tokens that stop it.
+struct Elector {
+    elector: Arc<LeaderElector<LeaseLock>>,
+    stop: CancellationToken,
+    crash: CancellationToken,
+}
+
+fn elector(
+    client: &kube::Client,
+    namespace: &str,
+    name: &'static str,
+    led: &Arc<Led>,
+    config: LeaderElectionConfig,
+) -> Elector {
+    let lock = LeaseLock::new(client.clone(), namespace, LEASE, name);
+    let (crash, stop) = (CancellationToken::new(), CancellationToken::new());
+    let (l, c) = (led.clone(), crash.clone());
+    let callbacks = LeaderCallbacks::new(
+        move |leading: CancellationToken| {
+            let (led, crash) = (l.clone(), c.clone());
+            async move {
+                led.0.lock().push((name, Instant::now(), None)); // leading work starts
+                tokio::select! {
+                    () = leading.cancelled() => {}
+                    () = crash.cancelled() => {}
+                }
+                if let Some(open) = led.0.lock().iter_mut().rev().find(|l| l.0 == name) {
+                    open.2 = Some(Instant::now()); // and stops
+                }
+            }
+        },
+        || {},
+    );
+    let elector = Arc::new(LeaderElector::new(config, lock, callbacks).expect("a valid config"));
+    let (e, s, c) = (elector.clone(), stop.clone(), crash.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = e.run(async move { s.cancelled().await }) => {}
+            () = c.cancelled() => {} // killed: no release, no more renewals
+        }
+    });
+    Elector {
+        elector,
+        stop,
+        crash,
+    }
+}
+
+/// What a run on the real server did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RealElection {
+    /// How `a` stopped.
+    pub a_stops: &'static str,
+    /// The replicas, in the order their leading work started.
+    pub leaders: Vec<&'static str>,
+    /// The time two replicas led at once (the detector), in milliseconds.
+    pub overlap_ms: u64,
+    /// The Lease as kube-apiserver stored it once `b` led: `holderIdentity`.
+    pub holder: Option<String>,
+    /// `leaseTransitions`.
+    pub transitions: Option<i32>,
+    /// `leaseDurationSeconds`.
+    pub duration_seconds: Option<i32>,
+    /// Milliseconds from `a` stopping to `b` leading: this run's, not in the snapshot.
+    #[serde(skip)]
+    pub takeover_ms: u64,
+}
+
+async fn wait_leader(e: &Elector, what: &'static str) {
+    within(Duration::from_secs(30), what, async {
+        while !e.elector.is_leader() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+async fn fresh(api: &Api<Lease>) -> Result<(), kube::Error> {
+    match api.delete(LEASE, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `a` leads, `b` waits; after a second `a` crashes (or, with `graceful`, stops and releases
+/// the Lease); `b` takes over. Real clock; run it on a multi-thread runtime.
+pub async fn run(
+    client: kube::Client,
+    namespace: &str,
+    graceful: bool,
+) -> Result<RealElection, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    fresh(&leases).await?;
+    let led = Arc::new(Led::default());
+    let a = elector(&client, namespace, "a", &led, config(graceful));
+    wait_leader(&a, "a acquiring a free Lease").await;
+    let b = elector(&client, namespace, "b", &led, config(graceful));
+    tokio::time::sleep(Duration::from_secs(1)).await; // a renews, b watches the record
+    let stopped = Instant::now();
+    if graceful {
+        a.stop.cancel(); // release_on_cancel: an empty holder, a one-second lease
+    } else {
+        a.crash.cancel(); // no release: b waits out the lease on its own clock
+    }
+    wait_leader(&b, "b taking the Lease over").await;
+    let takeover = stopped.elapsed();
+    let lease = leases.get(LEASE).await?.spec.unwrap_or_default();
+    let leaders = led.0.lock().iter().map(|l| l.0).collect();
+    let overlap = led.overlap();
+    b.crash.cancel();
+    a.crash.cancel();
+    fresh(&leases).await?; // leave nothing behind (invariant 1)
+    Ok(RealElection {
+        a_stops: if graceful { "gracefully" } else { "by a crash" },
+        leaders,
+        overlap_ms: u64::try_from(overlap.as_millis()).unwrap_or(u64::MAX),
+        holder: lease.holder_identity,
+        transitions: lease.lease_transitions,
+        duration_seconds: lease.lease_duration_seconds,
+        takeover_ms: u64::try_from(takeover.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// This run's takeover times, for the page beside the snapshot.
+pub fn measured(runs: &[RealElection]) -> String {
+    let rows: Vec<String> = runs
+        .iter()
+        .map(|r| format!("| `a` stops {} | {} ms |", r.a_stops, r.takeover_ms))
+        .collect();
+    format!(
+        "| this run | `b` leads after |\n|---|---|\n{}\n",
+        rows.join("\n")
+    )
+}
