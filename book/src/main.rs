@@ -498,8 +498,11 @@ fn write_costs(run: bool, criterion_args: &str) -> anyhow::Result<()> {
     if run {
         match costs::run_upstream_bench(&target) {
             Ok(true) => {}
-            Ok(false) => eprintln!("no Go toolchain on PATH: client-go's rows are left out"),
-            Err(e) => eprintln!("client-go's rows are left out: {e}"),
+            Ok(false) => eprintln!(
+                "no Go toolchain on PATH: the upstream rows (client-go, controller-runtime) are \
+                 left out"
+            ),
+            Err(e) => eprintln!("the upstream rows are left out: {e}"),
         }
     }
     // A run shows its own benchmarks only, not those an earlier run left in target/criterion.

@@ -1,11 +1,30 @@
-// Package bench has the rows of benches/workqueue.rs, run on client-go's workqueue, so one
-// machine measures client-go and the port in one sitting. Run from upstream/ with
+// Package bench has the rows of book/benches/workqueue.rs and book/benches/priorityqueue.rs,
+// run on client-go's workqueue and on controller-runtime's priority queue, so one machine
+// measures the upstream queues and the port in one sitting. Run from upstream/ with
 //
 //	go test -run '^$' -bench . -cpu 2 ./bench
 //
-// (-cpu 2 matches the port's two-thread tokio runtime). Go strings copy as pointer and
-// length, so the "/String" rows do the same work as the main rows; they are kept so that
-// both benchmarks have the same row names.
+// (-cpu 2 matches the port's two-thread tokio runtime).
+//
+// # Key kinds
+//
+// Every row runs with three kinds of key, as the port's rows do:
+//
+//   - the main row (no suffix): Go `string` keys "default/obj-NNNNNNN", pre-generated. A Go
+//     string is a pointer and a length, like the port's `&'static str` main rows: passing
+//     one copies two words and allocates nothing.
+//   - "/String": the same Go `string` keys. Go has no owned-string type that copies its bytes,
+//     so this row does exactly the work of the main row; it is run under its own name so that
+//     every port row `R/String` (an owned Rust `String`, an allocation per copy) has a Go row
+//     of that name to be compared with.
+//   - "/Request": controller-runtime's `reconcile.Request` (a `types.NamespacedName`:
+//     Namespace "default", Name "obj-NNNNNNN"), the key every controller-runtime controller
+//     queues. Two strings: hashing and comparing one costs two strings' worth.
+//
+// The contention harness (BenchmarkWorkqueueContention_16x64x320k) has the three kinds too for
+// its "Queue" row: its main row keeps int keys 0..63 (the port's `usize`), "Queue/String" and
+// "Queue/Request" queue the first 64 keys above. Its race detector finds a key's slot from the
+// key's last two digits (see slotOf), a constant-time step the int row does not have.
 package bench
 
 import (
@@ -16,60 +35,85 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 const numKeys = 1 << 16
 
+// name is the key's name part, "obj-NNNNNNN".
+func name(i int) string { return fmt.Sprintf("obj-%07d", i) }
+
 var keys = func() []string {
 	k := make([]string, numKeys)
 	for i := range k {
-		k[i] = fmt.Sprintf("default/obj-%07d", i)
+		k[i] = "default/" + name(i)
 	}
 	return k
 }()
 
-func addGetDone1(b *testing.B) {
-	q := workqueue.NewTyped[string]()
+var requests = func() []reconcile.Request {
+	r := make([]reconcile.Request, numKeys)
+	for i := range r {
+		r[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: name(i)}}
+	}
+	return r
+}()
+
+// kinds runs one row under its three names: R (string keys), R/String and R/Request.
+func kinds(b *testing.B, row string, strings func(*testing.B, []string), reqs func(*testing.B, []reconcile.Request)) {
+	b.Run(row, func(b *testing.B) { strings(b, keys) })
+	b.Run(row+"/String", func(b *testing.B) { strings(b, keys) })
+	b.Run(row+"/Request", func(b *testing.B) { reqs(b, requests) })
+}
+
+func addGetDone1[K comparable](b *testing.B, ks []K) {
+	q := workqueue.NewTyped[K]()
+	defer q.ShutDown()
 	for i := 0; b.Loop(); i++ {
-		q.Add(keys[i%numKeys])
+		q.Add(ks[i%numKeys])
 		k, _ := q.Get()
 		q.Done(k)
 	}
 }
 
-func addDuplicate1(b *testing.B) {
-	q := workqueue.NewTyped[string]()
-	q.Add(keys[0])
+func addDuplicate1[K comparable](b *testing.B, ks []K) {
+	q := workqueue.NewTyped[K]()
+	defer q.ShutDown()
+	q.Add(ks[0])
 	for b.Loop() {
-		q.Add(keys[0])
+		q.Add(ks[0])
 	}
 }
 
-func BenchmarkWorkqueue(b *testing.B) {
-	b.Run("add_get_done/1_task", addGetDone1)
-	b.Run("add_duplicate/1_task", addDuplicate1)
-	b.Run("add_get_done/1_task/String", addGetDone1)
-	b.Run("add_duplicate/1_task/String", addDuplicate1)
-	for _, tasks := range []int{2, 16} {
-		b.Run(fmt.Sprintf("add_get_done/%d_tasks", tasks), func(b *testing.B) {
-			addGetDoneParallel(b, tasks)
-		})
-		b.Run(fmt.Sprintf("add_duplicate/%d_tasks", tasks), func(b *testing.B) {
-			q := workqueue.NewTyped[string]()
-			q.Add(keys[0])
-			per := (b.N + tasks - 1) / tasks
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range tasks {
-				wg.Go(func() {
-					for range per {
-						q.Add(keys[0])
-					}
-				})
+func addDuplicateParallel[K comparable](b *testing.B, ks []K, tasks int) {
+	q := workqueue.NewTyped[K]()
+	defer q.ShutDown()
+	q.Add(ks[0])
+	per := (b.N + tasks - 1) / tasks
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range tasks {
+		wg.Go(func() {
+			for range per {
+				q.Add(ks[0])
 			}
-			wg.Wait()
 		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkWorkqueue(b *testing.B) {
+	kinds(b, "add_get_done/1_task", addGetDone1[string], addGetDone1[reconcile.Request])
+	kinds(b, "add_duplicate/1_task", addDuplicate1[string], addDuplicate1[reconcile.Request])
+	for _, tasks := range []int{2, 16} {
+		kinds(b, fmt.Sprintf("add_get_done/%d_tasks", tasks),
+			func(b *testing.B, ks []string) { addGetDoneParallel(b, ks, tasks) },
+			func(b *testing.B, ks []reconcile.Request) { addGetDoneParallel(b, ks, tasks) })
+		kinds(b, fmt.Sprintf("add_duplicate/%d_tasks", tasks),
+			func(b *testing.B, ks []string) { addDuplicateParallel(b, ks, tasks) },
+			func(b *testing.B, ks []reconcile.Request) { addDuplicateParallel(b, ks, tasks) })
 	}
 }
 
@@ -88,8 +132,9 @@ type padded struct {
 // iterations with 16 goroutines on two CPUs). The run therefore watches for every goroutine
 // being finished or blocked in Get on an empty queue, shuts the queue down to release them,
 // and reports the time per completed iteration.
-func addGetDoneParallel(b *testing.B, tasks int) {
-	q := workqueue.NewTyped[string]()
+func addGetDoneParallel[K comparable](b *testing.B, ks []K, tasks int) {
+	q := workqueue.NewTyped[K]()
+	defer q.ShutDown()
 	per := (b.N + tasks - 1) / tasks
 	span := numKeys / tasks
 	progress := make([]padded, tasks)
@@ -100,7 +145,7 @@ func addGetDoneParallel(b *testing.B, tasks int) {
 		wg.Go(func() {
 			defer p.finished.Store(true)
 			for j := range per {
-				q.Add(keys[t*span+j%span])
+				q.Add(ks[t*span+j%span])
 				p.waiting.Store(true)
 				k, shutdown := q.Get()
 				p.waiting.Store(false)
@@ -155,18 +200,26 @@ type detector struct {
 	reconciles atomic.Int64
 }
 
-func (d *detector) reconcile(key int) {
-	if d.holders[key].Add(1) > 1 {
+func (d *detector) reconcile(slot int) {
+	if d.holders[slot].Add(1) > 1 {
 		d.violations.Add(1)
 	}
 	runtime.Gosched()
-	d.holders[key].Add(-1)
+	d.holders[slot].Add(-1)
 	d.reconciles.Add(1)
 }
 
-func contentionQueue() *detector {
+// lastTwo reads the slot from a name ending in two decimal digits ("obj-0000042" → 42): the
+// first 64 keys differ only there.
+func lastTwo(s string) int {
+	return int(s[len(s)-2]-'0')*10 + int(s[len(s)-1]-'0')
+}
+
+// contentionQueue runs the harness through client-go's queue with the keys ks (hkeys of them)
+// and slotOf, which maps a key back to its index in ks.
+func contentionQueue[K comparable](ks []K, slotOf func(K) int) *detector {
 	d := &detector{}
-	q := workqueue.NewTyped[int]()
+	q := workqueue.NewTyped[K]()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -175,18 +228,26 @@ func contentionQueue() *detector {
 				if shutdown {
 					return
 				}
-				d.reconcile(k)
+				d.reconcile(slotOf(k))
 				q.Done(k)
 			}
 		})
 	}
 	for i := range adds {
-		q.Add(i % hkeys)
+		q.Add(ks[i%hkeys])
 	}
 	q.ShutDown()
 	wg.Wait()
 	return d
 }
+
+var intKeys = func() []int {
+	k := make([]int, hkeys)
+	for i := range k {
+		k[i] = i
+	}
+	return k
+}()
 
 func contentionChannel() *detector {
 	d := &detector{}
@@ -211,7 +272,14 @@ func BenchmarkWorkqueueContention_16x64x320k(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		run  func() *detector
-	}{{"Queue", contentionQueue}, {"Channel", contentionChannel}} {
+	}{
+		{"Queue", func() *detector { return contentionQueue(intKeys, func(k int) int { return k }) }},
+		{"Queue/String", func() *detector { return contentionQueue(keys[:hkeys], lastTwo) }},
+		{"Queue/Request", func() *detector {
+			return contentionQueue(requests[:hkeys], func(r reconcile.Request) int { return lastTwo(r.Name) })
+		}},
+		{"Channel", contentionChannel},
+	} {
 		b.Run(v.name, func(b *testing.B) {
 			var d *detector
 			start := time.Now()
