@@ -222,24 +222,50 @@ pub async fn cpu_storm(
     Ok(CpuRun::new(work, report, &sent, &heard, &observed))
 }
 
-/// The cluster side of a storm: the embedded API server and the storm's writer on a runtime of
-/// their own (one worker thread), reached over HTTP through a kubeconfig, as a real API server
-/// and a real writer are other processes.
+/// The cluster side of a storm: the storm's writer on a runtime of its own (one worker thread),
+/// and the API server it writes to: the embedded one on that runtime, reached over HTTP through
+/// a kubeconfig, as a real API server and a real writer are other processes; or a real
+/// kube-apiserver ([`ClusterSide::real`]).
 pub struct ClusterSide {
     runtime: tokio::runtime::Runtime,
-    server: ApiServer,
+    /// The embedded server, or `None` on a real one.
+    server: Option<ApiServer>,
+    /// How the writer reaches the server.
+    config: kube::Config,
     kubeconfig: PathBuf,
 }
 
 impl ClusterSide {
-    /// Starts the server on a runtime of its own and writes a kubeconfig for it.
-    pub fn start() -> ClusterSide {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("cluster-side")
             .enable_all()
             .build()
-            .expect("the cluster side's runtime builds");
+            .expect("the cluster side's runtime builds")
+    }
+
+    /// The writer, on a runtime of its own, for the real API server `kubeconfig` names (the
+    /// real control plane of chapter 14). Needs the book's `tls` feature.
+    pub fn real(kubeconfig: PathBuf) -> ClusterSide {
+        let runtime = Self::runtime();
+        let config = runtime.block_on(async {
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("a kubeconfig");
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .expect("a client configuration")
+        });
+        ClusterSide {
+            runtime,
+            server: None,
+            config,
+            kubeconfig,
+        }
+    }
+
+    /// Starts the server on a runtime of its own and writes a kubeconfig for it.
+    pub fn start() -> ClusterSide {
+        let runtime = Self::runtime();
         let server = runtime
             .block_on(ApiServer::start())
             .expect("the embedded server starts");
@@ -259,7 +285,8 @@ impl ClusterSide {
         std::fs::write(&kubeconfig, text.to_string()).expect("the kubeconfig is written");
         ClusterSide {
             runtime,
-            server,
+            config: server.config(),
+            server: Some(server),
             kubeconfig,
         }
     }
@@ -276,7 +303,7 @@ impl ClusterSide {
         writes: u64,
         gap: Duration,
     ) -> Result<(Vec<Instant>, Burst), kube::Error> {
-        let config = self.server.config();
+        let config = self.config.clone();
         let writer = self.runtime.spawn(async move {
             let client = kube::Client::try_from(config)?;
             let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
@@ -302,15 +329,19 @@ impl ClusterSide {
         writer.await.expect("the writer panicked")
     }
 
-    /// Stops the server and its runtime. Call it outside any runtime.
+    /// Stops the server (an embedded one: a real one is left running) and the runtime. Call it
+    /// outside any runtime.
     pub fn stop(self) {
         let ClusterSide {
             runtime,
             server,
             kubeconfig,
+            ..
         } = self;
-        runtime.block_on(server.shutdown());
-        let _ = std::fs::remove_file(kubeconfig);
+        if let Some(server) = server {
+            runtime.block_on(server.shutdown());
+            let _ = std::fs::remove_file(kubeconfig); // the one `start` wrote
+        }
     }
 }
 
@@ -339,7 +370,13 @@ pub enum Threads {
 /// One storm of the essay's writes at `cost_ms`, under the real clock, with the controller on
 /// `threads` and the server and writer on a [`ClusterSide`] of their own.
 pub fn storm(cost_ms: u64, work: Work, threads: Threads) -> CpuRun {
-    let side = ClusterSide::start();
+    storm_on(ClusterSide::start(), cost_ms, work, threads)
+}
+
+/// [`storm`] against the cluster side `side`: the embedded server, or a real kube-apiserver
+/// ([`ClusterSide::real`]; take the real tier's lock first, for the storm writes the object
+/// the other real-clock storms write).
+pub fn storm_on(side: ClusterSide, cost_ms: u64, work: Work, threads: Threads) -> CpuRun {
     let params = Params::essay()
         .real()
         .backend(side.backend())
@@ -567,4 +604,30 @@ pub fn ch18_cpu() {
     snap::text("ch18_cpu_one_thread", one_thread_text(&runs));
     measured::record("ch18_cpu_one_thread", pairs_measured(&runs))
         .expect("record the measured values");
+}
+
+/// The durable part of each run, one line each, for a snapshot where no band applies (the real
+/// control plane's runs): what was heard, where the storm ended, and how many reconciles of the
+/// key ran at once. [`check_durable`] asserts the same.
+pub fn durable_text(runs: &[&CpuRun]) -> String {
+    let lines: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let p = &r.report;
+            format!(
+                "{:?} at {} ms on {} thread(s): {} of {} writes heard by the second handler, \
+                 {} delivered, ended on {:?} of {}, at most {} reconcile(s) of the key at once",
+                r.work,
+                p.cost.as_millis(),
+                r.threads,
+                r.heard,
+                p.writes_issued,
+                p.events_delivered,
+                p.final_observed,
+                p.final_written,
+                p.max_concurrent_reconciles_of_one_key
+            )
+        })
+        .collect();
+    lines.join("\n")
 }
