@@ -323,6 +323,27 @@ fn band_claim(name: &str) -> &'static str {
         "CPU_HEARD_DURING_RECONCILE" => {
             "Real clock, sleeping or burning reconcile: share of events heard while one runs"
         }
+        "REAL_CPU_RECONCILE_RATIO" => {
+            "kube-apiserver, sleeping or burning reconcile: reconciles / min(writes, span / cost + 1)"
+        }
+        "REAL_CPU_EVENT_P50_MS" => {
+            "kube-apiserver, sleeping or burning reconcile: median ms from a write to its event"
+        }
+        "REAL_CPU_EVENT_P99_MS" => {
+            "kube-apiserver, sleeping or burning reconcile: 99th-percentile ms, write to event"
+        }
+        "REAL_CPU_RECONCILE_P50_PER_COST" => {
+            "kube-apiserver, sleeping or burning reconcile: median write → reconcile, in costs"
+        }
+        "REAL_CPU_HEARD_DURING_RECONCILE" => {
+            "kube-apiserver, sleeping or burning reconcile: share of events heard while one runs"
+        }
+        "REAL_LEASE_TAKEOVER_AFTER_CRASH_MS" => {
+            "kube-apiserver's Leases: ms from the leader's crash to the next leader"
+        }
+        "REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS" => {
+            "kube-apiserver's Leases: ms from the leader's release to the next leader"
+        }
         _ => "a band without a claim row (add it to press::claims)",
     }
 }

@@ -101,6 +101,25 @@ pub const GROUPS: &[Group] = &[
         run: cpu_run,
     },
     Group {
+        name: "election",
+        runs: "chapter 15: the port's electors on the real control plane's Leases, `a` crashing \
+               and then releasing (`second_replica::real::basis_round`; needs `--features tls` \
+               and `cluster up`)",
+        bands: &[
+            "real_lease_takeover_after_crash_ms",
+            "real_lease_takeover_after_release_ms",
+        ],
+        run: election_run,
+    },
+    Group {
+        name: "cpu_real",
+        runs: "chapter 18: the essay's storm at 20 ms on the real control plane, the reconcile \
+               sleeping and then burning, the controller on two threads \
+               (`many_workers::cpu::real_pair`; needs `--features tls` and `cluster up`)",
+        bands: &REAL_CPU_FILES,
+        run: cpu_real_run,
+    },
+    Group {
         name: "real",
         runs: "chapter 14: the latency run on the embedded server and on the real control plane, \
                then chapter 06's storm and sweeps and chapter 11's storm on the real one \
@@ -307,6 +326,64 @@ fn cpu_run() -> Vec<Value> {
         }
     }
     out
+}
+
+const REAL_CPU_FILES: [&str; 5] = [
+    "real_cpu_reconcile_ratio",
+    "real_cpu_event_p50_ms",
+    "real_cpu_event_p99_ms",
+    "real_cpu_reconcile_p50_per_cost",
+    "real_cpu_heard_during_reconcile",
+];
+
+fn cpu_real_run() -> Vec<Value> {
+    use crate::lab::rig::real::{self, Instance};
+    let server = real::tier(Instance::Main).unwrap_or_else(|absent| panic!("{absent}"));
+    let _only = server.exclusive();
+    let mut out = Vec::new();
+    for r in cpu::real_pair(&server.kubeconfig) {
+        let what = format!("{:?} at 20 ms, two threads, real control plane", r.work);
+        for (file, (name, v)) in REAL_CPU_FILES.iter().zip(cpu::figures_real(&r)) {
+            assert_eq!(
+                name.to_lowercase(),
+                *file,
+                "REAL_CPU_FILES is in the order of figures"
+            );
+            out.push(value(file, v, &what));
+        }
+    }
+    out
+}
+
+fn election_run() -> Vec<Value> {
+    use crate::lab::{
+        rig::{
+            self, ASIDE, Backend, Target, ensure_namespace,
+            real::{self, Instance},
+        },
+        second_replica::real::basis_round,
+    };
+    let server = real::tier(Instance::Main).unwrap_or_else(|absent| panic!("{absent}"));
+    let [crash, release] = rig::real(async {
+        let target = Target::start(&Backend::Kubeconfig(server.kubeconfig.clone()))
+            .await
+            .expect("the real server");
+        ensure_namespace(&target.client(), ASIDE).await?;
+        basis_round(target.client(), ASIDE).await
+    })
+    .expect("two elections");
+    vec![
+        value(
+            "real_lease_takeover_after_crash_ms",
+            crash.takeover_ms as f64,
+            "a crashes, b takes over",
+        ),
+        value(
+            "real_lease_takeover_after_release_ms",
+            release.takeover_ms as f64,
+            "a releases, b takes over",
+        ),
+    ]
 }
 
 fn real_run() -> Vec<Value> {

@@ -424,6 +424,32 @@ pub fn figures(r: &CpuRun) -> [(&'static str, f64); 5] {
     ]
 }
 
+/// [`figures`] under the names of the real control plane's bands (`REAL_CPU_…`).
+pub fn figures_real(r: &CpuRun) -> [(&'static str, f64); 5] {
+    let names = [
+        "REAL_CPU_RECONCILE_RATIO",
+        "REAL_CPU_EVENT_P50_MS",
+        "REAL_CPU_EVENT_P99_MS",
+        "REAL_CPU_RECONCILE_P50_PER_COST",
+        "REAL_CPU_HEARD_DURING_RECONCILE",
+    ];
+    let values = figures(r);
+    std::array::from_fn(|i| {
+        debug_assert_eq!(format!("REAL_{}", values[i].0), names[i]);
+        (names[i], values[i].1)
+    })
+}
+
+/// The 20 ms storm on the real control plane `kubeconfig` names, sleeping and then burning,
+/// the controller on two threads: chapter 18's real-plane run, and one round of the bands'
+/// files. Take the real tier's lock first.
+pub fn real_pair(kubeconfig: &std::path::Path) -> [CpuRun; 2] {
+    [Work::Sleep, Work::Burn].map(|work| {
+        let side = ClusterSide::real(kubeconfig.to_path_buf()); // the writer; kube-apiserver, etcd
+        storm_on(side, 20, work, Threads::Two)
+    })
+}
+
 /// The band called `name`.
 ///
 /// # Panics
@@ -483,7 +509,8 @@ pub fn pairs_text(pairs: &[(CpuRun, CpuRun)]) -> String {
          most reconciles of the object at once 1\n",
         costs.join(", ")
     );
-    for (name, b) in bands::BANDS {
+    // The embedded server's bands: the real control plane's (`REAL_CPU_…`) hold other runs.
+    for (name, b) in bands::BANDS.iter().filter(|(n, _)| !n.starts_with("REAL_")) {
         t.push_str(&format!("{name} {b}: every run inside\n"));
     }
     t

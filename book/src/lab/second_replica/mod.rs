@@ -32,6 +32,8 @@
 
 pub mod real;
 
+pub use real::bands::BANDS;
+
 use std::{
     future::Future,
     pin::Pin,

@@ -1,6 +1,6 @@
 //! Chapter 15's two electors on a real kube-apiserver: the port's `LeaderElector` and
 //! `LeaseLock` against the Leases (coordination.k8s.io/v1) of the real control plane, under the
-//! real clock, with short durations (a 2 s lease, a 1.5 s renew deadline, a 250 ms retry).
+//! real clock, with short durations (a 4 s lease, a 3 s renew deadline, a 250 ms retry).
 //!
 //! kube-apiserver stores and validates every Lease the electors write; what the electors decide
 //! is the port's (client-go v0.37.2 `tools/leaderelection`, held to its tests in the crate).
@@ -29,11 +29,12 @@ use controlloop::leaderelection::{
 pub const LEASE: &str = "controlloop-election";
 
 /// The electors' configuration: client-go's defaults scaled down from 15 s / 10 s / 2 s, so that
-/// a run on the real clock takes seconds.
+/// a run on the real clock takes seconds, with the lease long beside the retry, so that a
+/// takeover after a crash (most of a lease) and after a release (a retry or so) stay far apart.
 pub fn config(release_on_cancel: bool) -> LeaderElectionConfig {
     LeaderElectionConfig {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
         retry_period: Duration::from_millis(250),
         release_on_cancel,
         ..LeaderElectionConfig::default()
@@ -146,6 +147,18 @@ async fn fresh(api: &Api<Lease>) -> Result<(), kube::Error> {
     }
 }
 
+/// How the two replicas are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Candidate {
+    /// Both with [`config`].
+    Same,
+    /// **Broken**: `a` leads with a 1 s lease (renewing every 100 ms) where the deployment
+    /// means 4 s. A candidate waits for the duration the record carries
+    /// (`leaseDurationSeconds`, which the leader writes), so `b` takes over after a quarter of
+    /// the intended lease. Kept to fire the crash band.
+    ShortLease,
+}
+
 /// `a` leads, `b` waits; after a second `a` crashes (or, with `graceful`, stops and releases
 /// the Lease); `b` takes over. Real clock; run it on a multi-thread runtime.
 pub async fn run(
@@ -153,12 +166,29 @@ pub async fn run(
     namespace: &str,
     graceful: bool,
 ) -> Result<RealElection, kube::Error> {
+    run_with(client, namespace, graceful, Candidate::Same).await
+}
+
+/// [`run`] with `b` configured as `candidate` says.
+pub async fn run_with(
+    client: kube::Client,
+    namespace: &str,
+    graceful: bool,
+    candidate: Candidate,
+) -> Result<RealElection, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     fresh(&leases).await?;
     let led = Arc::new(Led::default());
-    let a = elector(&client, namespace, "a", &led, config(graceful));
+    let (mut a_config, mut b_config) = (config(graceful), config(graceful));
+    if candidate == Candidate::ShortLease {
+        a_config.lease_duration = Duration::from_secs(1); // whole seconds: the record's unit
+        a_config.renew_deadline = Duration::from_millis(750);
+        a_config.retry_period = Duration::from_millis(100);
+        b_config.retry_period = Duration::from_millis(100); // b polls as often
+    }
+    let a = elector(&client, namespace, "a", &led, a_config);
     wait_leader(&a, "a acquiring a free Lease").await;
-    let b = elector(&client, namespace, "b", &led, config(graceful));
+    let b = elector(&client, namespace, "b", &led, b_config);
     tokio::time::sleep(Duration::from_secs(1)).await; // a renews, b watches the record
     let stopped = Instant::now();
     if graceful {
@@ -185,14 +215,67 @@ pub async fn run(
     })
 }
 
-/// This run's takeover times, for the page beside the snapshot.
-pub fn measured(runs: &[RealElection]) -> String {
-    let rows: Vec<String> = runs
-        .iter()
-        .map(|r| format!("| `a` stops {} | {} ms |", r.a_stops, r.takeover_ms))
-        .collect();
+/// The bands of the takeover times on the real control plane. Each band's runs are its file
+/// (`cargo run --features tls -- measure election`: a crash and a release, one after the other),
+/// and the band is the rule over them ([`crate::kit::basis::RULE`]).
+pub mod bands {
+    use crate::kit::band::Band;
+
+    /// Milliseconds from `a` crashing to `b` leading.
+    pub const REAL_LEASE_TAKEOVER_AFTER_CRASH_MS: Band<u64> = Band::new(
+        1563,
+        8084,
+        "book/bases/real_lease_takeover_after_crash_ms.tsv",
+    );
+    /// Milliseconds from `a` releasing the Lease to `b` leading.
+    pub const REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS: Band<u64> = Band::new(
+        12,
+        1040,
+        "book/bases/real_lease_takeover_after_release_ms.tsv",
+    );
+
+    /// Every band above, by name.
+    pub const BANDS: &[(&str, Band<u64>)] = &[
+        (
+            "REAL_LEASE_TAKEOVER_AFTER_CRASH_MS",
+            REAL_LEASE_TAKEOVER_AFTER_CRASH_MS,
+        ),
+        (
+            "REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS",
+            REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS,
+        ),
+    ];
+}
+
+/// One crash run and one release run (in that order), for the bands' files.
+pub async fn basis_round(
+    client: kube::Client,
+    namespace: &str,
+) -> Result<[RealElection; 2], kube::Error> {
+    let crash = run(client.clone(), namespace, false).await?;
+    let release = run(client, namespace, true).await?;
+    Ok([crash, release])
+}
+
+/// This run's takeover times beside their bands, for the page: the crash, the release, and
+/// the broken candidate's crash run.
+pub fn measured(runs: &[RealElection; 3]) -> String {
+    use bands::{
+        REAL_LEASE_TAKEOVER_AFTER_CRASH_MS as CRASH,
+        REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS as RELEASE,
+    };
+    let rows = [
+        ("`a` crashes", &runs[0], CRASH),
+        ("`a` releases", &runs[1], RELEASE),
+        (
+            "`a` crashes, having led with a 1 s lease (broken)",
+            &runs[2],
+            CRASH,
+        ),
+    ]
+    .map(|(what, r, band)| format!("| {what} | {} ms | {band} |", r.takeover_ms));
     format!(
-        "| this run | `b` leads after |\n|---|---|\n{}\n",
+        "| this run | `b` leads after | band |\n|---|---:|---|\n{}\n",
         rows.join("\n")
     )
 }
