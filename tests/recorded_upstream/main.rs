@@ -16,6 +16,7 @@
 mod cache;
 mod controller;
 mod features;
+mod leaderelection;
 mod workqueue;
 
 #[path = "compare.rs"]

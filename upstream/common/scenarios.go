@@ -47,6 +47,7 @@ func ControllerRuntimeScenarios() []Scenario {
 	out = append(out, Scenario{p + "resync", ResyncHow(), ResyncScenario})
 	out = append(out, Scenario{p + "fault_matrix", MatrixHow(), MatrixScenario})
 	out = append(out, Scenario{p + "edge_level", EdgeHow(), EdgeScenario})
+	out = append(out, Scenario{p + "manager_lease_lost", ManagerLeaseHow(), ManagerLeaseLostScenario})
 	return out
 }
 
