@@ -154,8 +154,8 @@ pub enum Candidate {
     Same,
     /// **Broken**: `a` leads with a 1 s lease (renewing every 100 ms) where the deployment
     /// means 4 s. A candidate waits for the duration the record carries
-    /// (`leaseDurationSeconds`, which the leader writes), so `b` takes over after a quarter of
-    /// the intended lease. Kept to fire the crash band.
+    /// (`leaseDurationSeconds`, which the leader writes), so `b` takes over within about
+    /// a second. Kept to fire the crash band.
     ShortLease,
 }
 
