@@ -2,15 +2,28 @@
 //! the comparison is a ratio on one machine under one load.
 //!
 //! Two rows per group, one per queue, both with controller-runtime v0.24's default limiter
-//! (per-item exponential only), one task, keys `default/obj-NNNN` as `&'static str`:
+//! (per-item exponential only), one task, keys `default/obj-NNNN`:
 //! - `add_get_done_1000`: add 1,000 distinct keys, then get and done each (upstream's
 //!   `BenchmarkAddGetDone`);
-//! - `add_duplicate`: add a key that is already queued (upstream's `BenchmarkAddOnly` after
-//!   its first round: every add merges).
-use std::hint::black_box;
+//! - `add_duplicate`: add a key that is already queued, `default/web` (upstream's
+//!   `BenchmarkAddOnly` after its first round: every add merges). The priority queue buffers
+//!   an add and merges it at the next flush, which upstream's flush goroutine runs beside the
+//!   adds. Here nothing drives the runtime, so the flush task never runs: every 1,000th add the
+//!   row calls `len`, which flushes, and each add's figure includes its share of that flush
+//!   (the merge itself). Before issue 25 the row never flushed, so it timed a buffer growing
+//!   without bound (and its page faults), not a merge.
+//!
+//! Each row runs with three key types, pre-generated outside the timed loop: `&'static str`
+//! (the main rows; a copy is free, as a Go string header's is), `R/String` (an owned `String`
+//! with the same text) and `R/Request` (`Request::new("default", "obj-NNNN")`, or
+//! `Request::new("default", "web")`). As in `benches/workqueue.rs`, **every add clones its
+//! owned key** inside the timed loop: a controller's event handler builds a fresh `Request` for
+//! every event and hands it over by value, an allocation (two for a `Request`) that Go's string
+//! headers do not need.
+use std::{hash::Hash, hint::black_box};
 
 use controlloop::{
-    controller::priorityqueue::PriorityQueue,
+    controller::{Request, priorityqueue::PriorityQueue},
     workqueue::{RateLimitingQueue, default_item_based_rate_limiter},
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -18,9 +31,38 @@ use futures::FutureExt;
 
 const BATCH: usize = 1000;
 
-fn keys() -> Vec<&'static str> {
+/// A key type the rows run with: its name suffix and how a key is made from its name.
+trait Key: Eq + Hash + Clone + Send + Sync + 'static {
+    /// `""` for the main rows, else `/String` or `/Request`.
+    const SUFFIX: &'static str;
+    /// The key of object `name` in namespace `default`.
+    fn make(name: &str) -> Self;
+}
+
+impl Key for &'static str {
+    const SUFFIX: &'static str = "";
+    fn make(name: &str) -> Self {
+        Box::leak(format!("default/{name}").into_boxed_str())
+    }
+}
+
+impl Key for String {
+    const SUFFIX: &'static str = "/String";
+    fn make(name: &str) -> Self {
+        format!("default/{name}")
+    }
+}
+
+impl Key for Request {
+    const SUFFIX: &'static str = "/Request";
+    fn make(name: &str) -> Self {
+        Request::new("default", name)
+    }
+}
+
+fn keys<K: Key>() -> Vec<K> {
     (0..BATCH)
-        .map(|i| &*Box::leak(format!("default/obj-{i:04}").into_boxed_str()))
+        .map(|i| K::make(&format!("obj-{i:04}")))
         .collect()
 }
 
@@ -33,18 +75,18 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn add_get_done(c: &mut Criterion) {
+fn add_get_done<K: Key>(c: &mut Criterion) {
     let rt = runtime();
     let _entered = rt.enter();
-    let keys = keys();
+    let keys = keys::<K>();
     let mut g = c.benchmark_group("priorityqueue/add_get_done_1000");
     g.throughput(Throughput::Elements(BATCH as u64));
 
     let rl = RateLimitingQueue::new(default_item_based_rate_limiter());
-    g.bench_function("rate_limiting_queue", |b| {
+    g.bench_function(format!("rate_limiting_queue{}", K::SUFFIX), |b| {
         b.iter(|| {
             for k in &keys {
-                rl.add(*k);
+                rl.add(k.clone());
             }
             for _ in 0..BATCH {
                 let k = rl.get().now_or_never().flatten().expect("a ready key");
@@ -54,10 +96,10 @@ fn add_get_done(c: &mut Criterion) {
     });
 
     let pq = PriorityQueue::new("");
-    g.bench_function("priority_queue", |b| {
+    g.bench_function(format!("priority_queue{}", K::SUFFIX), |b| {
         b.iter(|| {
             for k in &keys {
-                pq.add(*k);
+                pq.add(k.clone());
             }
             for _ in 0..BATCH {
                 let k = pq.get().now_or_never().flatten().expect("a ready key");
@@ -68,24 +110,41 @@ fn add_get_done(c: &mut Criterion) {
     g.finish();
 }
 
-fn add_duplicate(c: &mut Criterion) {
+fn add_duplicate<K: Key>(c: &mut Criterion) {
     let rt = runtime();
     let _entered = rt.enter();
+    let key = K::make("web");
     let mut g = c.benchmark_group("priorityqueue/add_duplicate");
 
     let rl = RateLimitingQueue::new(default_item_based_rate_limiter());
-    rl.add("default/web");
-    g.bench_function("rate_limiting_queue", |b| {
-        b.iter(|| rl.add(black_box("default/web")))
+    rl.add(key.clone());
+    g.bench_function(format!("rate_limiting_queue{}", K::SUFFIX), |b| {
+        b.iter(|| rl.add(black_box(&key).clone()))
     });
 
     let pq = PriorityQueue::new("");
-    pq.add("default/web");
-    g.bench_function("priority_queue", |b| {
-        b.iter(|| pq.add(black_box("default/web")))
+    pq.add(key.clone());
+    let mut adds = 0usize;
+    g.bench_function(format!("priority_queue{}", K::SUFFIX), |b| {
+        b.iter(|| {
+            pq.add(black_box(&key).clone());
+            adds += 1;
+            if adds.is_multiple_of(BATCH) {
+                black_box(pq.len()); // flushes the buffered adds: each merges
+            }
+        })
     });
     g.finish();
 }
 
-criterion_group!(benches, add_get_done, add_duplicate);
+fn all(c: &mut Criterion) {
+    add_get_done::<&'static str>(c);
+    add_get_done::<String>(c);
+    add_get_done::<Request>(c);
+    add_duplicate::<&'static str>(c);
+    add_duplicate::<String>(c);
+    add_duplicate::<Request>(c);
+}
+
+criterion_group!(benches, all);
 criterion_main!(benches);

@@ -45,6 +45,21 @@
 //!   (hashbrown's `HashTable`), and stored beside it in the queue.
 //! - The queue is a ring buffer (`VecDeque`), so a steady add/get cycle does not allocate.
 //!   Upstream's pluggable `Queue[T]` (with `Touch`) is not ported: order is always FIFO.
+//!
+//! # The hasher, and keys an attacker chooses
+//!
+//! The sets hash with hashbrown's default, foldhash's `fast::RandomState`: a per-process random
+//! seed plus a per-table one. Keys come from the cluster: object names, which anyone allowed to
+//! create objects chooses. With a fixed-seed hasher (FxHash, `rustc-hash`) such a client could
+//! compute names that all collide and make every add and get walk one long probe sequence.
+//! With a seeded hasher no list of names collides in every process, and this queue never shows
+//! its hashes: hand-out order is the ring buffer's FIFO, the sets are only probed (iterated
+//! only by the debug check), so the seed cannot be read back from what the queue does; only
+//! timing could leak it, which foldhash does not claim to resist and which a client of the API
+//! server sees only through many layers. That is the posture of upstream's own sets: Go's maps
+//! hash with a per-map random seed (AES-based where the CPU has it). The hash is also the
+//! cheapest measured on these keys: std's SipHash-1-3 costs several times as much on a
+//! 19-byte name.
 
 use std::{
     collections::VecDeque,

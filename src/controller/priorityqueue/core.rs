@@ -10,8 +10,8 @@
 //!
 //! ```text
 //!   items:   key ─► Entry { added_counter, priority, ready_at }       one entry per key
-//!   ready:   (priority desc, added_counter asc) ─► key                 entries without ready_at
-//!   waiting: (ready_at asc, priority desc, added_counter asc) ─► key   entries with a ready_at
+//!   ready:   (priority desc, added_counter asc) ─► key's hash          entries without ready_at
+//!   waiting: (ready_at asc, priority desc, added_counter asc) ─► hash  entries with a ready_at
 //!   locked:  keys handed out by get and not yet returned by done
 //!
 //!   add(k, after, p)   new k      : entry with a fresh counter ─► waiting if after > 0, else ready
@@ -39,8 +39,9 @@
 //! them in full.
 //!
 //! 1. **P1** Every entry in `items` has exactly one tree entry, under the tree key its fields
-//!    give: in `ready` if it has no `ready_at`, in `waiting` if it has one. (Upstream's tests
-//!    wrap both trees in a validator that panics on any insert or delete breaking this.)
+//!    give, holding the entry's key hash: in `ready` if it has no `ready_at`, in `waiting` if
+//!    it has one. (Upstream's tests wrap both trees in a validator that panics on any insert or
+//!    delete breaking this.)
 //! 2. **P2** The trees hold nothing else: `|ready| + |waiting| == |items|`.
 //! 3. **P3** Counters are unique and below `added_counter`, so no two tree keys collide and
 //!    order within a priority is exactly the order of the counters.
@@ -57,10 +58,29 @@
 //!   `time.Time`, which cannot overflow in practice).
 //! - Everything else, including which key `get` picks and which metric calls an add makes, is
 //!   upstream's; the metric calls go to an [`Observer`].
+//!
+//! # Cost
+//!
+//! Upstream keeps `items` as a Go map and the locked set as another; here both are hashbrown
+//! `HashTable`s with one hasher, so each operation hashes its key once and reuses the hash for
+//! both (an add: the lookup and the insert; a get: the locked check, the removal from `items`
+//! and the insert into `locked`; a done: the release and the look for a re-added entry). The
+//! trees hold each entry's key *hash*, not the key: the hash and the tree key's counter find the
+//! entry in `items` (counters are unique, P3) without comparing keys, and a tree node moves
+//! 8 bytes per entry whatever the key's size. So a queued key has one copy (its entry's), and a
+//! key is cloned once per hand-out (the caller's copy beside the locked set's), never by an
+//! add, a merge or a done. A get takes the first ready key straight from the tree unless a
+//! worker holds it, and only then walks on. The hasher and why it is safe with names a client
+//! chooses: [`crate::workqueue::QueueCore`]'s docs.
 
-use std::{cmp::Reverse, collections::BTreeMap, hash::Hash, time::Duration};
+use std::{
+    cmp::Reverse,
+    collections::BTreeMap,
+    hash::{BuildHasher, Hash},
+    time::Duration,
+};
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
 use tokio::time::Instant;
 
 /// A key's priority. Higher is handed out first; absent means 0 (Go's `int`, so 64 bits).
@@ -175,10 +195,17 @@ pub fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Durat
 /// The entries, the two trees and the locked set. No locks, no clock.
 #[derive(Debug)]
 pub struct PriorityQueueCore<T> {
-    items: HashMap<T, Entry>,
-    ready: BTreeMap<ReadyKey, T>,
-    waiting: BTreeMap<WaitingKey, T>,
-    locked: HashSet<T>,
+    /// One entry per queued key, found by the key's hash. The only copy of a queued key.
+    items: HashTable<(T, Entry)>,
+    /// Ready entries in hand-out order, each as its key's hash: the hash and the tree key's
+    /// counter find the entry in `items` (counters are unique, P3) without comparing keys.
+    ready: BTreeMap<ReadyKey, u64>,
+    /// Waiting entries by ready time, each as its key's hash, as in `ready`.
+    waiting: BTreeMap<WaitingKey, u64>,
+    /// Keys handed out and not yet done, found by the same hash as `items`.
+    locked: HashTable<T>,
+    /// The hasher of `items` and `locked`: one hash per operation serves both.
+    hasher: DefaultHashBuilder,
     /// The next counter to give out (keeps P3).
     added_counter: u64,
     shutting_down: bool,
@@ -194,10 +221,11 @@ impl<T> PriorityQueueCore<T> {
     /// An empty queue.
     pub fn new() -> Self {
         PriorityQueueCore {
-            items: HashMap::new(),
+            items: HashTable::new(),
             ready: BTreeMap::new(),
             waiting: BTreeMap::new(),
-            locked: HashSet::new(),
+            locked: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
             added_counter: 0,
             shutting_down: false,
         }
@@ -239,11 +267,6 @@ impl<T> PriorityQueueCore<T> {
         self.waiting.first_key_value().map(|((at, _, _), _)| *at)
     }
 
-    /// Ready keys in hand-out order, with their priorities (locked ones included).
-    pub fn ready_in_order(&self) -> impl Iterator<Item = (&T, Priority)> {
-        self.ready.iter().map(|((Reverse(p), _), k)| (k, *p))
-    }
-
     fn next_counter(&mut self) -> u64 {
         let c = self.added_counter;
         self.added_counter += 1; // keeps P3
@@ -252,14 +275,44 @@ impl<T> PriorityQueueCore<T> {
 }
 
 impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
+    fn hash(&self, key: &T) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The key of the entry whose key hashes to `h` and which holds `counter` (P3: one).
+    fn key_of(&self, h: u64, counter: u64) -> Option<&T> {
+        self.items
+            .find(h, |(_, e)| e.added_counter == counter)
+            .map(|(k, _)| k)
+    }
+
+    /// Ready keys in hand-out order, with their priorities (locked ones included).
+    pub fn ready_in_order(&self) -> impl Iterator<Item = (&T, Priority)> {
+        self.ready.iter().map(|((Reverse(p), c), h)| {
+            let key = self
+                .key_of(*h, *c)
+                .expect("P1: a ready tree entry has an item");
+            (key, *p)
+        })
+    }
+
     /// The entry queued for `key`, if any (not the key's state while locked).
     pub fn entry(&self, key: &T) -> Option<Entry> {
-        self.items.get(key).copied()
+        self.items
+            .find(self.hash(key), |(k, _)| k == key)
+            .map(|(_, e)| *e)
     }
 
     /// Whether `key` is handed out and not yet done.
     pub fn is_locked(&self, key: &T) -> bool {
-        self.locked.contains(key)
+        self.locked.find(self.hash(key), |k| k == key).is_some()
+    }
+
+    /// `key`'s entry, to corrupt it in tests.
+    #[cfg(test)]
+    fn entry_mut(&mut self, key: &T) -> Option<&mut Entry> {
+        let h = self.hash(key);
+        self.items.find_mut(h, |(k, _)| k == key).map(|(_, e)| e)
     }
 
     /// Queues `key` after `after` (zero: ready now) at `priority` (`None`: 0), merging with an
@@ -284,7 +337,9 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             Some(now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE))
         };
         let asked = priority.unwrap_or(0);
-        let Some(old) = self.items.get(&key).copied() else {
+        // One hash for the whole add: the lookup, and the insert of a new key.
+        let h = self.hash(&key);
+        let Some(old) = self.items.find(h, |(k, _)| *k == key).map(|(_, e)| *e) else {
             let entry = Entry {
                 added_counter: self.next_counter(),
                 priority: asked,
@@ -297,9 +352,15 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
                     PriorityAdd::NewReady
                 }
             };
-            self.items.insert(key.clone(), entry);
-            self.insert_tree(key.clone(), entry);
-            self.debug_check(&key);
+            // No clone: the entry keeps the key that was passed in, the tree its hash.
+            self.insert_tree(h, entry);
+            #[cfg(debug_assertions)]
+            let check = key.clone();
+            let hasher = &self.hasher;
+            self.items
+                .insert_unique(h, (key, entry), |(k, _)| hasher.hash_one(k));
+            #[cfg(debug_assertions)]
+            self.debug_check(&check);
             return outcome;
         };
 
@@ -329,10 +390,13 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
         if merged == old {
             return outcome; // nothing moved: upstream's delete and re-insert of the same item
         }
+        // The entry changes in place and its tree entry moves.
+        if let Some((_, e)) = self.items.find_mut(h, |(k, _)| *k == key) {
+            *e = merged;
+        }
         let stored = self.remove_tree(&old);
-        self.items.insert(key, merged);
-        self.insert_tree(stored.clone(), merged);
-        self.debug_check(&stored);
+        self.insert_tree(stored, merged);
+        self.debug_check(&key);
         outcome
     }
 
@@ -342,31 +406,54 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
         if self.shutting_down {
             return PriorityGet::ShutDown;
         }
-        let found = self
-            .ready
-            .iter()
-            .find(|(_, k)| !self.locked.contains(*k))
-            .map(|(rk, _)| *rk);
-        let Some(rk) = found else {
-            return PriorityGet::Empty;
+        // The first ready key no worker holds: usually the first ready key, taken without
+        // comparing tree keys. No key is hashed: the tree holds each key's hash.
+        let unlocked = |items: &HashTable<(T, Entry)>, locked: &HashTable<T>, h: u64, c: u64| {
+            locked.is_empty() || {
+                let (key, _) = items
+                    .find(h, |(_, e)| e.added_counter == c)
+                    .expect("P1: a ready tree entry has an item");
+                locked.find(h, |k| k == key).is_none()
+            }
         };
-        let key = self.ready.remove(&rk).expect("found just now");
-        let (owned, entry) = self
-            .items
-            .remove_entry(&key)
-            .expect("P1: a ready tree entry has an item");
+        let first_free = match self.ready.first_key_value() {
+            None => return PriorityGet::Empty,
+            Some((&(_, c), &h)) => unlocked(&self.items, &self.locked, h, c),
+        };
+        let (rk, h) = if first_free {
+            self.ready.pop_first().expect("seen just now")
+        } else {
+            let found = self
+                .ready
+                .iter()
+                .find(|((_, c), h)| unlocked(&self.items, &self.locked, **h, *c));
+            let Some((&rk, &h)) = found else {
+                return PriorityGet::Empty;
+            };
+            self.ready.remove(&rk);
+            (rk, h)
+        };
+        let (key, entry) = match self.items.find_entry(h, |(_, e)| e.added_counter == rk.1) {
+            Ok(found) => found.remove().0,
+            Err(_) => panic!("P1: a ready tree entry has an item"),
+        };
         obs.get(&key, entry.priority);
-        self.locked.insert(owned);
+        // The one clone of a hand-out: the caller's key, and the locked set's.
+        let hasher = &self.hasher;
+        self.locked
+            .insert_unique(h, key.clone(), |k| hasher.hash_one(k));
         PriorityGet::Item(key, entry.priority)
     }
 
     /// Returns `key` from a worker. A ready entry added for it meanwhile can now be handed out.
     pub fn done(&mut self, key: &T) -> PriorityDone {
-        if !self.locked.remove(key) {
-            return PriorityDone::NotLocked;
+        let h = self.hash(key);
+        match self.locked.find_entry(h, |k| k == key) {
+            Ok(found) => drop(found.remove()),
+            Err(_) => return PriorityDone::NotLocked,
         }
-        match self.items.get(key) {
-            Some(e) if e.ready_at.is_none() => PriorityDone::ReleasedReady,
+        match self.items.find(h, |(k, _)| k == key) {
+            Some((_, e)) if e.ready_at.is_none() => PriorityDone::ReleasedReady,
             _ => PriorityDone::Released,
         }
     }
@@ -383,38 +470,41 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
             if *at > now {
                 break;
             }
-            let (_, key) = self.waiting.pop_first().expect("peeked");
+            let ((_, _, old_counter), h) = self.waiting.pop_first().expect("peeked");
             let counter = self.next_counter();
-            let entry = self
+            let (key, entry) = self
                 .items
-                .get_mut(&key)
+                .find_mut(h, |(_, e)| e.added_counter == old_counter)
                 .expect("P1: a waiting tree entry has an item");
             entry.ready_at = None;
             entry.added_counter = counter;
             let priority = entry.priority;
-            obs.add(&key, priority);
-            self.ready.insert((Reverse(priority), counter), key.clone());
+            obs.add(key, priority);
+            self.ready.insert((Reverse(priority), counter), h);
             moved += 1;
-            self.debug_check(&key);
+            if cfg!(debug_assertions) {
+                let key = self.key_of(h, counter).expect("just moved");
+                self.debug_check(key);
+            }
         }
         let next = self.next_ready_at();
         debug_assert!(next.is_none_or(|n| n > now), "a due key is still waiting");
         Promoted { moved, next }
     }
 
-    fn insert_tree(&mut self, key: T, e: Entry) {
+    /// Files the entry of the key that hashes to `h` under the tree key its fields give.
+    fn insert_tree(&mut self, h: u64, e: Entry) {
         let clash = match e.ready_at {
-            None => self
-                .ready
-                .insert((Reverse(e.priority), e.added_counter), key),
+            None => self.ready.insert((Reverse(e.priority), e.added_counter), h),
             Some(at) => self
                 .waiting
-                .insert((at, Reverse(e.priority), e.added_counter), key),
+                .insert((at, Reverse(e.priority), e.added_counter), h),
         };
         assert!(clash.is_none(), "P3: two entries share a tree key");
     }
 
-    fn remove_tree(&mut self, e: &Entry) -> T {
+    /// Removes `e`'s tree entry; returns the hash it held.
+    fn remove_tree(&mut self, e: &Entry) -> u64 {
         let removed = match e.ready_at {
             None => self.ready.remove(&(Reverse(e.priority), e.added_counter)),
             Some(at) => self
@@ -440,7 +530,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
 
     /// P1 for one key.
     fn check_key(&self, key: &T) -> Result<(), String> {
-        let Some(e) = self.items.get(key) else {
+        let Some(e) = self.entry(key) else {
             return Ok(());
         };
         let in_tree = match e.ready_at {
@@ -450,7 +540,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
                 .get(&(at, Reverse(e.priority), e.added_counter)),
         };
         match in_tree {
-            Some(k) if k == key => Ok(()),
+            Some(h) if *h == self.hash(key) => Ok(()),
             Some(_) => Err("P1: an entry's tree key holds another key".into()),
             None => Err("P1: an entry has no tree entry under its fields".into()),
         }
@@ -459,7 +549,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
     /// Checks P1–P3 in full, naming the first that fails.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut counters = HashSet::with_capacity(self.items.len());
-        for (key, e) in &self.items {
+        for (key, e) in self.items.iter() {
             self.check_key(key)?;
             if e.added_counter >= self.added_counter || !counters.insert(e.added_counter) {
                 return Err(format!(
@@ -486,7 +576,7 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
 
-    fn keys<T: Clone>(q: &PriorityQueueCore<T>) -> Vec<(T, Priority)> {
+    fn keys<T: Eq + Hash + Clone>(q: &PriorityQueueCore<T>) -> Vec<(T, Priority)> {
         q.ready_in_order().map(|(k, p)| (k.clone(), p)).collect()
     }
 
@@ -628,7 +718,7 @@ mod tests {
             Err("P1: an entry has no tree entry under its fields".into())
         );
         let mut q = PriorityQueueCore::<&str>::new();
-        q.ready.insert((Reverse(0), 0), "stray");
+        q.ready.insert((Reverse(0), 0), 0x5742a7);
         assert!(q.check_invariants().unwrap_err().starts_with("P2"));
     }
 
@@ -662,7 +752,7 @@ mod tests {
 
         // The waiting key's entry moved in time but its tree entry did not.
         let (mut q, _) = queued(2);
-        q.items.get_mut(&2).unwrap().ready_at = Some(t + 2 * S);
+        q.entry_mut(&2).unwrap().ready_at = Some(t + 2 * S);
         assert_eq!(
             q.check_key(&2),
             Err("P1: an entry has no tree entry under its fields".into())
@@ -671,7 +761,7 @@ mod tests {
 
         // A ready entry whose priority changed without its tree entry.
         let (mut q, _) = queued(2);
-        q.items.get_mut(&1).unwrap().priority = 5;
+        q.entry_mut(&1).unwrap().priority = 5;
         assert!(q.check_key(&1).unwrap_err().starts_with("P1"));
     }
 
@@ -690,7 +780,7 @@ mod tests {
         };
         q.ready
             .insert((Reverse(1), e0.added_counter), key1.unwrap());
-        q.items.insert(1, reused);
+        *q.entry_mut(&1).unwrap() = reused;
         assert_eq!(
             q.check_invariants(),
             Err(format!(
@@ -709,7 +799,7 @@ mod tests {
                 .remove(&(Reverse(e.priority), e.added_counter))
                 .unwrap();
             q.ready.insert((Reverse(e.priority), future), key);
-            q.items.get_mut(&1).unwrap().added_counter = future;
+            q.entry_mut(&1).unwrap().added_counter = future;
             assert_eq!(
                 q.check_invariants(),
                 Err(format!(
@@ -763,7 +853,7 @@ mod tests {
         );
 
         let (mut q, t) = queued(2);
-        q.items.get_mut(&0).unwrap().priority = 5;
+        q.entry_mut(&0).unwrap().priority = 5;
         let message = panic_message(|| {
             q.promote_due(t + S, &mut ());
         });

@@ -22,7 +22,8 @@
 //!          │                    or the last handle dropped
 //!          └─ stopped: Notify   shutdown broadcast (the 500 ms metrics loop)
 //!
-//!   add(k, opts)  push (opts, k) on the buffer; wake a waiting getter and the flush task
+//!   add(k, opts)  push (opts, k) on the buffer; wake a waiting getter, and the flush task if
+//!                 the buffer was empty (else the add that filled it has woken it already)
 //!   flush         under the lock, for each buffered add in order: ask the limiter (a
 //!                 rate-limited add), read the clock (a delay), apply it to the core
 //!                 (upstream's lockedFlushAddBuffer); run by the flush task, by every get
@@ -75,6 +76,11 @@
 //!   waiting getters over a channel. Which key goes next is the same. So the port never had
 //!   v0.24.1's hang at shutdown (the hand-out goroutine blocked on a getter that had returned,
 //!   holding the queue's lock; v0.25 selects on the shutdown channel too).
+//! - The buffer holds one entry per key (upstream: one per call, with its keys) and keeps its
+//!   capacity across flushes, so a plain add does not allocate; and only the add that finds it
+//!   empty wakes the flush task (upstream signals its channel on every add, a send that finds
+//!   it full does nothing). The flush that follows takes every add buffered before it, so the
+//!   order and the moment adds take effect are upstream's.
 //! - `shut_down` may be called more than once (upstream closes a channel, so a second call
 //!   panics). `shut_down_with_drain` is `shut_down`, as upstream.
 //! - The timer task and the metrics loop end when the queue is shut down *or* when its last
@@ -170,10 +176,10 @@ impl<T> Drop for Shared<T> {
     }
 }
 
-/// One call's adds, as buffered (upstream's `bufferItem`).
+/// One buffered add of one key (upstream's `bufferItem`, one per key of a call).
 struct Buffered<T> {
     opts: AddOpts,
-    items: Vec<T>,
+    key: T,
 }
 
 struct Locked<T> {
@@ -182,7 +188,8 @@ struct Locked<T> {
     metrics: Option<PriorityQueueMetrics<T>>,
     /// Keeps P4.
     waiting_getters: usize,
-    /// Adds not yet applied, oldest first (keeps P6).
+    /// Adds not yet applied, oldest first (keeps P6). Its capacity is kept across flushes, so
+    /// a steady stream of adds does not allocate.
     buffer: Vec<Buffered<T>>,
     /// A flush changed a waiting key since the flush task last looked: the timer must look
     /// again (keeps P5).
@@ -214,21 +221,24 @@ impl<T: Eq + Hash + Clone> Locked<T> {
     /// dropped, the limiter not asked.
     fn flush(&mut self) -> Flushed {
         let mut flushed = Flushed::default();
-        for Buffered { opts, items } in std::mem::take(&mut self.buffer) {
-            for key in items {
-                if self.core.shutting_down() {
-                    return flushed; // upstream checks before it asks the limiter
-                }
-                let after = if opts.rate_limited {
-                    effective_after(opts.after, Some(self.limiter.when(&key)))
-                } else {
-                    opts.after
-                };
-                let outcome = self.add(key, after, opts.priority);
-                flushed.readied += usize::from(outcome.readied());
-                self.waiting_changed |= outcome.waiting_changed(); // keeps P5
-            }
+        if self.buffer.is_empty() {
+            return flushed;
         }
+        let mut buffer = std::mem::take(&mut self.buffer);
+        for Buffered { opts, key } in buffer.drain(..) {
+            if self.core.shutting_down() {
+                break; // upstream checks before it asks the limiter; the rest are dropped
+            }
+            let after = if opts.rate_limited {
+                effective_after(opts.after, Some(self.limiter.when(&key)))
+            } else {
+                opts.after
+            };
+            let outcome = self.add(key, after, opts.priority);
+            flushed.readied += usize::from(outcome.readied());
+            self.waiting_changed |= outcome.waiting_changed(); // keeps P5
+        }
+        self.buffer = buffer; // empty, with its capacity
         flushed
     }
 }
@@ -332,18 +342,30 @@ impl<T: Eq + Hash + Clone> PriorityQueue<T> {
         if self.shared.shutdown.load(Ordering::Acquire) {
             return;
         }
-        let items: Vec<T> = items.into_iter().collect();
-        if items.is_empty() {
+        // The caller's iterator runs before the lock is taken (it is user code). One key, the
+        // common case, needs no vector.
+        let mut items = items.into_iter();
+        let Some(first) = items.next() else {
             return;
-        }
+        };
+        let rest: Vec<T> = items.collect();
         let mut s = self.lock();
-        s.buffer.push(Buffered { opts, items }); // keeps P6
+        // A buffer that was not empty already has a flush coming: the add that made it
+        // non-empty woke the flush task after its push, and that flush takes every add
+        // buffered before it (keeps P5 with one wake-up per burst of adds).
+        let wake_flush = s.buffer.is_empty();
+        s.buffer.reserve(1 + rest.len());
+        s.buffer.push(Buffered { opts, key: first }); // keeps P6
+        s.buffer
+            .extend(rest.into_iter().map(|key| Buffered { opts, key }));
         let wake_getter = s.waiting_getters > 0; // it flushes before it looks (keeps P4)
         drop(s);
         if wake_getter {
             self.shared.getters.notify_one();
         }
-        self.shared.flush.notify_one(); // keeps P5: the flush task looks after this push
+        if wake_flush {
+            self.shared.flush.notify_one(); // keeps P5: the flush task looks after this push
+        }
     }
 
     /// A plain add: ready now, priority 0 (or merged, as [`add_with_opts`](Self::add_with_opts)).

@@ -452,3 +452,137 @@ pub fn measured_table(queue: &[(Counts, Duration)], channel: &[(Counts, Duration
     }
     out
 }
+
+/// A key type the harness can run with besides `usize`: the benchmark's `String` and
+/// `Request` rows (`workqueue/contention_16x64x320k/Queue/{String,Request}`). Object `i`'s key
+/// is `default/obj-NNNNNNN` (seven digits), and a worker reads the object's index back from
+/// the key's last seven digits, which costs a few nanoseconds and no hash.
+pub trait HarnessKey: Eq + std::hash::Hash + Clone + Send + Sync + 'static {
+    /// The key of object `i`.
+    fn for_object(i: usize) -> Self;
+    /// The object a key names (the inverse of [`for_object`](Self::for_object)).
+    fn object(&self) -> usize;
+}
+
+fn digits(s: &str) -> usize {
+    let b = s.as_bytes();
+    b[b.len() - 7..]
+        .iter()
+        .fold(0, |n, d| n * 10 + usize::from(d - b'0'))
+}
+
+impl HarnessKey for String {
+    fn for_object(i: usize) -> Self {
+        format!("default/obj-{i:07}")
+    }
+    fn object(&self) -> usize {
+        digits(self)
+    }
+}
+
+impl HarnessKey for controlloop::controller::Request {
+    fn for_object(i: usize) -> Self {
+        controlloop::controller::Request::new("default", format!("obj-{i:07}"))
+    }
+    fn object(&self) -> usize {
+        digits(&self.name)
+    }
+}
+
+/// The harness's queue with keys of type `K`: `add(i)` adds a clone of object `i`'s
+/// pre-generated key (an owned key is built per event, as a controller's handler builds a
+/// fresh request per event), and a worker's claim reads the object back from its key.
+pub struct KeyedQueue<K> {
+    queue: Queue<K>,
+    keys: Arc<[K]>,
+}
+
+impl<K> Clone for KeyedQueue<K> {
+    fn clone(&self) -> Self {
+        KeyedQueue {
+            queue: self.queue.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+}
+
+impl<K: HarnessKey> KeyedQueue<K> {
+    /// A new queue, with the keys of objects `0..KEYS` generated now.
+    pub fn new() -> Self {
+        KeyedQueue {
+            queue: Queue::new(),
+            keys: (0..KEYS).map(K::for_object).collect(),
+        }
+    }
+}
+
+impl<K: HarnessKey> Default for KeyedQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A [`KeyedQueue`]'s claim: the held key, and the object it names.
+pub struct KeyedClaim<K: HarnessKey> {
+    _claim: Claim<K, Queue<K>>,
+    object: usize,
+}
+
+impl<K: HarnessKey> Deref for KeyedClaim<K> {
+    type Target = usize;
+    fn deref(&self) -> &usize {
+        &self.object
+    }
+}
+
+impl<K: HarnessKey> WorkQueue for KeyedQueue<K> {
+    type Claim = KeyedClaim<K>;
+    fn add(&self, key: usize) {
+        self.queue.add(self.keys[key].clone());
+    }
+    async fn claim(&self) -> Option<Self::Claim> {
+        let claim = self.queue.claim().await?;
+        let object = claim.object();
+        Some(KeyedClaim {
+            _claim: claim,
+            object,
+        })
+    }
+    fn shut_down(&self) {
+        self.queue.shut_down();
+    }
+}
+
+#[cfg(test)]
+mod keyed_tests {
+    use super::*;
+    use controlloop::controller::Request;
+
+    #[test]
+    fn a_key_names_its_object_back() {
+        for i in [0, 7, 63, 1_234_567] {
+            assert_eq!(String::for_object(i).object(), i);
+            assert_eq!(Request::for_object(i).object(), i);
+        }
+        assert_eq!(String::for_object(42), "default/obj-0000042");
+        assert_eq!(
+            Request::for_object(42),
+            Request::new("default", "obj-0000042")
+        );
+    }
+
+    #[test]
+    fn the_harness_runs_with_owned_keys() {
+        crate::lab::rig::paused(async {
+            fn one_ms(_: usize) -> Duration {
+                Duration::from_millis(1)
+            }
+            let gap = Some(Duration::from_millis(1));
+            let s = through_queue(KeyedQueue::<String>::new(), 4 * KEYS, gap, one_ms).await;
+            let r = through_queue(KeyedQueue::<Request>::new(), 4 * KEYS, gap, one_ms).await;
+            assert_eq!(s, r);
+            assert_eq!(s.violations, 0);
+            assert_eq!(s.reconciles, 4 * KEYS as u64);
+        });
+    }
+}
