@@ -53,6 +53,10 @@ pub enum Work {
     /// `spawn_blocking(move || burn(cost))`: the computation runs on tokio's blocking pool, and
     /// the task awaits it, so its thread runs other tasks.
     BurnBlocking,
+    /// **Broken**: spawns the sleeping work and returns at once, so the queue believes the key
+    /// done while the work runs (chapter 11's detached work): nothing merges. Kept to fire the
+    /// reconcile-ratio band.
+    Detach,
 }
 
 /// When one value written reached the informer's second handler.
@@ -203,6 +207,7 @@ pub async fn cpu_storm(
                 Work::Sleep => log.act(value, cost).await, // waits: its thread runs others
                 Work::Burn => log.burn(value, cost),       // computes: holds its thread
                 Work::BurnBlocking => log.burn_blocking(value, cost).await, // on another thread
+                Work::Detach => drop(tokio::spawn(async move { log.act(value, cost).await })), // broken
             }
             Ok(ReconcileResult::done())
         }
@@ -602,6 +607,11 @@ pub fn one_thread_text(runs: &[&CpuRun]) -> String {
                 "burning on the blocking pool",
                 "in its band".to_owned(),
                 "every one inside",
+            ),
+            Work::Detach => (
+                "detached from its work",
+                "in its band".to_owned(),
+                "the ratio's outside",
             ),
         };
         t.push_str(&format!(
