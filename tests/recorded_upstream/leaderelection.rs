@@ -145,8 +145,7 @@ fn manager_lease_lost_lines() -> Vec<String> {
             ms(),
             cancelled.load(Ordering::SeqCst)
         ));
-        let out = lines.lock().clone();
-        out
+        lines.lock().clone()
     })
 }
 
