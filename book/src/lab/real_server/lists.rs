@@ -11,10 +11,10 @@ use std::{sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use tokio::time::Instant;
 
-use crate::lab::rig::{self, Backend, RigError, Target};
+use crate::lab::rig::{self, Backend, RigError, Target, ensure_namespace};
 use controlloop::cache::{InformerOptions, SharedIndexInformer};
 
 /// The namespace the lists fill (never `default`, where the storms' informers list).
@@ -54,19 +54,7 @@ pub async fn run(backend: &Backend, server: &str) -> Result<ListCosts, RigError>
     let target = Target::start(backend).await?;
     let client = target.client();
     // Both servers serve Namespaces, and a create into a missing one is 404 on both.
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NAMESPACE.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match nss.create(&PostParams::default(), &ns).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
+    ensure_namespace(&client, NAMESPACE).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let t = Instant::now();
     let made = stream::iter(0..OBJECTS)
