@@ -206,20 +206,24 @@ impl Log {
     /// The detector (I1): the time during which two replicas both led, over the run so far
     /// (an interval still open ends now).
     pub fn overlap(&self) -> Duration {
-        let now = Instant::now();
-        let led = self.led.lock();
-        let mut total = Duration::ZERO;
-        for (i, (r1, s1, e1)) in led.iter().enumerate() {
-            for (r2, s2, e2) in &led[i + 1..] {
-                if r1 != r2 {
-                    let from = (*s1).max(*s2);
-                    let to = e1.unwrap_or(now).min(e2.unwrap_or(now));
-                    total += to.saturating_duration_since(from);
-                }
+        overlap(&self.led.lock())
+    }
+}
+
+/// The time during which two different replicas' leading intervals (`(replica, from, to)`,
+/// an open one ending now) overlap, summed over every pair.
+pub(crate) fn overlap(led: &[(&'static str, Instant, Option<Instant>)]) -> Duration {
+    let now = Instant::now();
+    let mut total = Duration::ZERO;
+    for (i, (r1, s1, e1)) in led.iter().enumerate() {
+        for (r2, s2, e2) in &led[i + 1..] {
+            if r1 != r2 {
+                let to = e1.unwrap_or(now).min(e2.unwrap_or(now));
+                total += to.saturating_duration_since((*s1).max(*s2));
             }
         }
-        total
     }
+    total
 }
 
 /// The detector as an assertion on a run's [`Log::overlap`]: panics, naming the overlap, if

@@ -47,18 +47,7 @@ struct Led(Mutex<Vec<(&'static str, Instant, Option<Instant>)>>);
 
 impl Led {
     fn overlap(&self) -> Duration {
-        let now = Instant::now();
-        let led = self.0.lock();
-        let mut total = Duration::ZERO;
-        for (i, (r1, s1, e1)) in led.iter().enumerate() {
-            for (r2, s2, e2) in &led[i + 1..] {
-                if r1 != r2 {
-                    let to = e1.unwrap_or(now).min(e2.unwrap_or(now));
-                    total += to.saturating_duration_since((*s1).max(*s2));
-                }
-            }
-        }
-        total
+        super::overlap(&self.0.lock())
     }
 }
 
