@@ -11,7 +11,7 @@ use std::{
 
 use controlloop::controller::{
     Context, Controller, ControllerError, LOW_PRIORITY, QueueKind, ReconcileError,
-    ReconcileResult as Res, Release, Request, RequestQueue,
+    ReconcileResult as Res, Release, Request, RequestQueue, SyncWait,
     priorityqueue::{InMemoryPriorityMetrics, Provider},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -282,6 +282,57 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
         within("run never returned", run).await.unwrap().unwrap();
         f.stop().await;
     });
+}
+
+/// How long after `run` the first reconcile starts, for each way of waiting for the cache:
+/// controller-runtime's poll waits for its next look, 100 ms after the first, which came before
+/// the informer's list; client-go v0.37's `WaitFor` ends at the sync, at 0 ms here (the list
+/// takes no virtual time). Each of the two gates of v0.24+ is waited for in turn.
+#[test]
+fn a_done_checker_wait_starts_the_workers_at_the_sync_not_at_the_next_poll() {
+    let first_reconcile = |wait: SyncWait, release: Release| {
+        runtime().block_on(async {
+            let mut f = fixture(&["a"]).await;
+            let started = tokio::time::Instant::now();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let tx = std::sync::Mutex::new(Some(tx));
+            let c = Controller::builder("t")
+                .release(release)
+                .sync_wait(wait)
+                .build(
+                    &f.informer,
+                    move |_req: Request, _ctx: Context<ConfigMap>| {
+                        if let Some(tx) = tx.lock().unwrap().take() {
+                            let _ = tx.send(started.elapsed());
+                        }
+                        async { Ok(Res::done()) }
+                    },
+                )
+                .unwrap();
+            f.run_informer();
+            let run = tokio::spawn({
+                let c = c.clone();
+                async move { c.run(futures::future::pending()).await }
+            });
+            let at = within("no reconcile ever started", rx).await.unwrap();
+            c.shutdown();
+            within("run never returned", run).await.unwrap().unwrap();
+            f.stop().await;
+            at
+        })
+    };
+    for release in [Release::V0_22, Release::V0_24, Release::V0_25] {
+        assert_eq!(
+            first_reconcile(SyncWait::default(), release),
+            Duration::from_millis(100),
+            "{release:?}"
+        );
+        assert_eq!(
+            first_reconcile(SyncWait::DoneChecker, release),
+            Duration::ZERO,
+            "{release:?}"
+        );
+    }
 }
 
 /// A controller follows controller-runtime v0.25 unless told otherwise.

@@ -21,6 +21,13 @@
 //!   standard library's `HashSet` (SipHash-1-3, hashing once per probe): what the floor would
 //!   be with the obvious primitives.
 //!
+//! - `floor/duplicate/<kind>`: the least an add of a key that is already queued can cost:
+//!   hash the key the caller holds (borrowed, no clone, as `Queue::add_ref` takes it), then,
+//!   under the spin lock, find it in a hash set that holds it. The `add_duplicate` rows are
+//!   set against it.
+//! - `floor/lock`: the spin lock's uncontended lock and unlock alone (one compare-and-swap and
+//!   one release store), the part of every row no key kind changes.
+//!
 //! The floor is an estimate of the lower bound of the single-thread path, not a target: it
 //! has no waker, no shutdown check, no second set and a hot cache, and a queue that reached it
 //! would have stopped being one.
@@ -116,17 +123,45 @@ fn rows<K: Hash + Eq + Clone>(c: &mut Criterion, kind: &str, keys: &[K]) {
     });
 }
 
+/// A coalescing add at its least: one hash of the borrowed key, one lock, one probe that finds it.
+fn duplicate_row<K: Hash + Eq + Clone>(c: &mut Criterion, kind: &str, keys: &[K]) {
+    let hasher = DefaultHashBuilder::default();
+    let mut set = HashTable::new();
+    set.insert_unique(hasher.hash_one(&keys[0]), keys[0].clone(), |k| {
+        hasher.hash_one(k)
+    });
+    let lock = spin::mutex::SpinMutex::<_, spin::relax::Yield>::new(set);
+    c.bench_function(&format!("floor/duplicate/{kind}"), |b| {
+        b.iter(|| {
+            let probe = black_box(&keys[0]);
+            let hash = hasher.hash_one(probe);
+            let g = lock.lock();
+            black_box(g.find(hash, |k| k == probe).is_some())
+        })
+    });
+}
+
 fn floor(c: &mut Criterion) {
+    let lock = spin::mutex::SpinMutex::<u64, spin::relax::Yield>::new(0);
+    c.bench_function("floor/lock", |b| {
+        b.iter(|| {
+            let mut g = lock.lock();
+            *g = g.wrapping_add(1);
+        })
+    });
     let strs: Vec<&'static str> = (0..KEYS)
         .map(|i| &*Box::leak(format!("default/{}", name(i)).into_boxed_str()))
         .collect();
     rows(c, "str", &strs);
+    duplicate_row(c, "str", &strs);
     let strings: Vec<String> = strs.iter().map(|k| k.to_string()).collect();
     rows(c, "String", &strings);
+    duplicate_row(c, "String", &strings);
     let requests: Vec<Request> = (0..KEYS)
         .map(|i| Request::new("default", name(i)))
         .collect();
     rows(c, "Request", &requests);
+    duplicate_row(c, "Request", &requests);
 }
 
 criterion_group!(benches, floor);

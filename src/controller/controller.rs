@@ -193,13 +193,31 @@ pub enum ControllerError {
     InformerCrashed(String),
 }
 
-/// How to build a [`Controller`]. Defaults are controller-runtime's, at [`Release::V0_24`].
+/// How [`Controller::run`] waits for its informer's cache before starting workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SyncWait {
+    /// controller-runtime's: its `Kind` source waits with client-go's `WaitForCacheSync`,
+    /// which looks at once and then every 100 ms (controller-runtime v0.25.3
+    /// `pkg/internal/source/kind.go`; client-go v0.37.2 `tools/cache/shared_informer.go`). A
+    /// cache that syncs just after the first look is waited for until the next tick: a cold
+    /// start takes at least 100 ms.
+    #[default]
+    Poll,
+    /// client-go v0.37's `WaitFor` on the `HasSyncedChecker`s of the informer and of the
+    /// controller's handler registration: each wait ends when its sync happens. **A
+    /// difference from controller-runtime**, which the caller opts into: no pinned release's
+    /// `Kind` source waits this way. What the workers see once they start is the same.
+    DoneChecker,
+}
+
+/// How to build a [`Controller`]. Defaults are controller-runtime's, at [`Release::V0_25`].
 pub struct Builder<K> {
     name: String,
     release: Release,
     max_concurrent_reconciles: usize,
     recover_panic: bool,
     cache_sync_timeout: Duration,
+    sync_wait: SyncWait,
     reconciliation_timeout: Option<Duration>,
     predicates: Vec<Box<dyn Predicate<K>>>,
     handler: Box<dyn EventHandler<K>>,
@@ -213,7 +231,7 @@ pub struct Builder<K> {
 }
 
 impl<K: Object + Clone> Builder<K> {
-    /// Which controller-runtime release to follow (default [`Release::V0_24`]); see
+    /// Which controller-runtime release to follow (default [`Release::V0_25`]); see
     /// [`Release`] for what it changes.
     pub fn release(mut self, release: Release) -> Self {
         self.release = release;
@@ -239,6 +257,11 @@ impl<K: Object + Clone> Builder<K> {
     /// How long `run` waits for the cache (default 2 min).
     pub fn cache_sync_timeout(mut self, d: Duration) -> Self {
         self.cache_sync_timeout = d;
+        self
+    }
+    /// How `run` waits for the cache: [`SyncWait::Poll`], controller-runtime's, by default.
+    pub fn sync_wait(mut self, wait: SyncWait) -> Self {
+        self.sync_wait = wait;
         self
     }
     /// Each reconcile's deadline (upstream `ReconciliationTimeout`; default none, and zero
@@ -313,6 +336,7 @@ impl<K: Object + Clone> Builder<K> {
                 max_concurrent_reconciles: self.max_concurrent_reconciles,
                 recover_panic: self.recover_panic,
                 cache_sync_timeout: self.cache_sync_timeout,
+                sync_wait: self.sync_wait,
                 reconciliation_timeout: self.reconciliation_timeout,
                 queue,
                 indexer: informer.indexer().clone(),
@@ -347,6 +371,7 @@ struct Inner<K> {
     max_concurrent_reconciles: usize,
     recover_panic: bool,
     cache_sync_timeout: Duration,
+    sync_wait: SyncWait,
     reconciliation_timeout: Option<Duration>,
     queue: RequestQueue,
     indexer: Store<K>,
@@ -364,9 +389,9 @@ struct Inner<K> {
 type Held = Claim<Request, RequestQueue>;
 
 impl<K: Object + Clone> Controller<K> {
-    /// A builder with controller-runtime's defaults: [`Release::V0_24`] and so its priority
+    /// A builder with controller-runtime's defaults: [`Release::V0_25`] and so its priority
     /// queue with the exponential limiter, 1 worker, panics recovered, a 2 min cache sync
-    /// timeout, no reconciliation timeout, [`EnqueueRequestForObject`], no predicates, no
+    /// timeout waited for with [`SyncWait::Poll`], no reconciliation timeout, [`EnqueueRequestForObject`], no predicates, no
     /// queue metrics.
     pub fn builder(name: impl Into<String>) -> Builder<K> {
         Builder {
@@ -375,6 +400,7 @@ impl<K: Object + Clone> Controller<K> {
             max_concurrent_reconciles: 1,
             recover_panic: true,
             cache_sync_timeout: Duration::from_secs(120),
+            sync_wait: SyncWait::Poll,
             reconciliation_timeout: None,
             predicates: vec![],
             handler: Box::new(EnqueueRequestForObject),
@@ -516,15 +542,27 @@ impl<K: Object + Clone> Inner<K> {
     }
 
     /// upstream's source `WaitForSync` under `CacheSyncTimeout`, per [`Release::sync_gate`]:
-    /// the cache's `WaitForCacheSync`, then (v0.23+) the handler registration's, each a
-    /// client-go [`wait_for_cache_sync`] that looks at once and then every 100 ms. A crashed
-    /// informer ends the wait at once.
+    /// the cache's `WaitForCacheSync`, then (v0.23+) the handler registration's. With
+    /// [`SyncWait::Poll`] each is a client-go [`wait_for_cache_sync`] that looks at once and
+    /// then every 100 ms; with [`SyncWait::DoneChecker`] each ends when its sync happens. A
+    /// crashed informer ends the wait at once.
     async fn wait_for_sync(&self) -> std::result::Result<(), ControllerError> {
         let reg = &self.registration;
+        let handler = self.release.sync_gate() == SyncGate::Handler;
         let synced = async {
-            wait_for_cache_sync(|| reg.informer_has_synced()).await;
-            if self.release.sync_gate() == SyncGate::Handler {
-                wait_for_cache_sync(|| reg.has_synced()).await;
+            match self.sync_wait {
+                SyncWait::Poll => {
+                    wait_for_cache_sync(|| reg.informer_has_synced()).await;
+                    if handler {
+                        wait_for_cache_sync(|| reg.has_synced()).await;
+                    }
+                }
+                SyncWait::DoneChecker => {
+                    reg.wait_informer_synced().await;
+                    if handler {
+                        reg.wait_synced().await;
+                    }
+                }
             }
         };
         tokio::select! {

@@ -30,11 +30,11 @@ mod source;
 mod sync_period;
 
 pub use context::{Context, ContextError};
-pub use controller::{Action, Builder, Controller, ControllerError, Reconciler, decide};
+pub use controller::{Action, Builder, Controller, ControllerError, Reconciler, SyncWait, decide};
 pub use event::Event;
 pub use handler::{EnqueueRequestForObject, EventHandler, LOW_PRIORITY, priority_when_unchanged};
 pub use metrics::{ControllerMetrics, MetricsSnapshot, ResultLabel};
 pub use queue::RequestQueue;
-pub use reconcile::{Outcome, ReconcileError, ReconcileResult, Request};
+pub use reconcile::{Outcome, ReconcileError, ReconcileResult, Request, RequestRef};
 pub use release::{QueueKind, Release, SyncGate};
 pub use sync_period::{DEFAULT_SYNC_PERIOD, SyncPeriod};

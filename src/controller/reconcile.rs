@@ -19,6 +19,7 @@
 use std::{fmt, time::Duration};
 
 use super::priorityqueue::Priority;
+use crate::workqueue::KeyRef;
 
 /// The unit of work: the namespace and name of one object, and nothing more.
 ///
@@ -49,6 +50,53 @@ impl Request {
         } else {
             format!("{}/{}", self.namespace, self.name)
         }
+    }
+}
+
+/// A [`Request`] by borrowed namespace and name, for [`Queue::add_ref`]: an event handler that
+/// holds an object's metadata adds its request without allocating, and the queue builds the
+/// owned [`Request`] only when it stores it.
+///
+/// It hashes exactly as the `Request` it stands for (the same fields, in the same order, each
+/// hashed as a `str`), which the queue relies on.
+///
+/// ```
+/// use controlloop::{controller::{Request, RequestRef}, workqueue::Queue};
+///
+/// let queue: Queue<Request> = Queue::new();
+/// queue.add(Request::new("default", "web"));
+/// queue.add_ref(&RequestRef::new("default", "web")); // coalesces, allocates nothing
+/// assert_eq!(queue.len(), 1);
+/// ```
+///
+/// [`Queue::add_ref`]: crate::workqueue::Queue::add_ref
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestRef<'a> {
+    /// The object's namespace; empty for a cluster-scoped object.
+    pub namespace: &'a str,
+    /// The object's name.
+    pub name: &'a str,
+}
+
+impl<'a> RequestRef<'a> {
+    /// A borrowed request for `namespace/name`.
+    pub fn new(namespace: &'a str, name: &'a str) -> Self {
+        RequestRef { namespace, name }
+    }
+}
+
+impl<'a> From<&'a Request> for RequestRef<'a> {
+    fn from(r: &'a Request) -> Self {
+        RequestRef::new(&r.namespace, &r.name)
+    }
+}
+
+impl KeyRef<Request> for RequestRef<'_> {
+    fn matches(&self, item: &Request) -> bool {
+        self.namespace == item.namespace && self.name == item.name
+    }
+    fn to_key(&self) -> Request {
+        Request::new(self.namespace, self.name)
     }
 }
 
@@ -161,6 +209,36 @@ mod tests {
     fn a_request_key_is_namespace_slash_name_or_just_name() {
         assert_eq!(Request::new("default", "a").key(), "default/a");
         assert_eq!(Request::new("", "node-1").key(), "node-1");
+    }
+
+    /// A borrowed request must hash as its `Request` (the queue finds one by the other's hash)
+    /// and match only it. Two requests whose fields split the same text differently stay
+    /// apart.
+    #[test]
+    fn a_request_ref_hashes_and_matches_as_its_request() {
+        use std::hash::BuildHasher;
+        let h = std::collections::hash_map::RandomState::new();
+        let f = hashbrown::DefaultHashBuilder::default();
+        for (ns, name) in [
+            ("default", "web"),
+            ("", "node-1"),
+            ("a", "b/c"),
+            ("a/b", "c"),
+        ] {
+            let owned = Request::new(ns, name);
+            let borrowed = RequestRef::new(ns, name);
+            assert_eq!(h.hash_one(&owned), h.hash_one(borrowed), "{ns}/{name}");
+            assert_eq!(f.hash_one(&owned), f.hash_one(borrowed), "{ns}/{name}");
+            assert!(borrowed.matches(&owned));
+            assert_eq!(KeyRef::<Request>::to_key(&borrowed), owned);
+            assert_eq!(RequestRef::from(&owned), borrowed);
+        }
+        assert!(!RequestRef::new("a", "b/c").matches(&Request::new("a/b", "c")));
+        let q = crate::workqueue::Queue::new();
+        q.add(Request::new("a/b", "c"));
+        q.add_ref(&RequestRef::new("a", "b/c"));
+        q.add_ref(&RequestRef::new("a/b", "c"));
+        assert_eq!(q.len(), 2);
     }
 
     #[test]

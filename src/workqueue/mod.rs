@@ -73,7 +73,7 @@ pub use metrics::{
     QueueMetricsSnapshot, SettableGaugeMetric,
 };
 pub use queue::{BuildError, Queue, QueueConfig, UNFINISHED_WORK_UPDATE_PERIOD};
-pub use queue_core::{DEBUG_CHECK_MAX_ITEMS, QueueAdd, QueueCore, QueueDone, QueueGet};
+pub use queue_core::{DEBUG_CHECK_MAX_ITEMS, KeyRef, QueueAdd, QueueCore, QueueDone, QueueGet};
 pub use rate_limiter::{
     BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
     InvalidLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,

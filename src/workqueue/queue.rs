@@ -46,7 +46,7 @@ use tokio::{sync::Notify, time::Instant};
 use super::{
     claim::{Claim, ClaimQueue},
     metrics::{MetricsProvider, QueueMetrics},
-    queue_core::{QueueAdd, QueueCore, QueueGet},
+    queue_core::{KeyRef, QueueAdd, QueueCore, QueueGet},
     sync::{Mutex, MutexGuard, lock},
     waiters::{Getters, wait_for},
 };
@@ -153,7 +153,36 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                 outcome
             }
         };
-        let wake = outcome == QueueAdd::Queued && s.waiting_getters > 0; // keeps I5
+        self.added(guard, outcome);
+    }
+
+    /// [`add`](Self::add) by a borrowed form of the item, which is made only if the queue
+    /// stores it: an add that coalesces allocates nothing.
+    ///
+    /// ```
+    /// use controlloop::workqueue::Queue;
+    ///
+    /// let queue: Queue<String> = Queue::new();
+    /// let name = String::from("default/web");
+    /// queue.add_ref(name.as_str()); // the queue stores its own copy
+    /// queue.add_ref(name.as_str()); // coalesces: nothing is built
+    /// assert_eq!(queue.len(), 1);
+    /// ```
+    pub fn add_ref<Q: KeyRef<T> + ?Sized>(&self, key: &Q) {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let outcome = s.core.add_ref(key);
+        if let Some(m) = &mut s.metrics
+            && outcome.entered_dirty()
+        {
+            m.add(&key.to_key(), Instant::now());
+        }
+        self.added(guard, outcome);
+    }
+
+    /// After an add: wakes a getter if the item was queued and one waits (keeps I5).
+    fn added(&self, guard: MutexGuard<'_, Locked<T>>, outcome: QueueAdd) {
+        let wake = outcome == QueueAdd::Queued && guard.waiting_getters > 0;
         drop(guard);
         if wake {
             self.shared.getters.notify_one();

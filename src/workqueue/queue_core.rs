@@ -68,6 +68,41 @@ use std::{
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+/// A borrowed form of a queue item `T`, for [`QueueCore::add_ref`] and
+/// [`Queue::add_ref`](super::Queue::add_ref): a caller that holds an object's name can add it
+/// without building an owned key first, and the queue builds one only when it stores it.
+///
+/// An implementation must hash exactly as the item it stands for (`Hash` of `self` equals
+/// `Hash` of `self.to_key()`), and [`matches`](KeyRef::matches) must be the item's equality:
+/// otherwise an add misses the dirty item it should coalesce with, and the item is queued
+/// twice.
+pub trait KeyRef<T>: Hash {
+    /// Whether `item` is the item this stands for.
+    fn matches(&self, item: &T) -> bool;
+    /// The owned item.
+    fn to_key(&self) -> T;
+}
+
+/// Every item is a borrowed form of itself: `add_ref(&item)` clones it only if it is stored.
+impl<T: Eq + Hash + Clone> KeyRef<T> for T {
+    fn matches(&self, item: &T) -> bool {
+        self == item
+    }
+    fn to_key(&self) -> T {
+        self.clone()
+    }
+}
+
+/// A `str` stands for the `String` of the same text (they hash alike).
+impl KeyRef<String> for str {
+    fn matches(&self, item: &String) -> bool {
+        self == item.as_str()
+    }
+    fn to_key(&self) -> String {
+        self.to_owned()
+    }
+}
+
 /// What [`QueueCore::add`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueAdd {
@@ -235,6 +270,31 @@ impl<T: Eq + Hash> QueueCore<T> {
         if self.dirty.find(h, |x| *x == item).is_some() {
             return QueueAdd::Coalesced;
         }
+        self.insert_new(h, item)
+    }
+
+    /// [`add`](Self::add) by a borrowed form of the item: the same outcome, and the item is
+    /// made ([`KeyRef::to_key`]) only if it enters the dirty set. An add that coalesces, or
+    /// one during shutdown, allocates nothing.
+    pub fn add_ref<Q: KeyRef<T> + ?Sized>(&mut self, key: &Q) -> QueueAdd
+    where
+        T: Clone,
+    {
+        if self.shutting_down {
+            return QueueAdd::ShuttingDown;
+        }
+        let h = self.hasher.hash_one(key);
+        if self.dirty.find(h, |x| key.matches(x)).is_some() {
+            return QueueAdd::Coalesced;
+        }
+        self.insert_new(h, key.to_key())
+    }
+
+    /// The rest of an add of an item that is not dirty, whose hash is `h`.
+    fn insert_new(&mut self, h: u64, item: T) -> QueueAdd
+    where
+        T: Clone,
+    {
         let hasher = &self.hasher;
         self.dirty
             .insert_unique(h, item.clone(), |x| hasher.hash_one(x));
@@ -426,6 +486,31 @@ mod tests {
         }
         let n = N as usize;
         assert_eq!((q.len(), q.dirty_len(), q.processing_len()), (n, n, 0));
+    }
+
+    /// A borrowed add has the owned add's outcome in every state, and a `str` finds the
+    /// `String` it stands for: the two hash alike.
+    #[test]
+    fn a_borrowed_add_has_the_outcome_of_an_owned_add() {
+        let mut q: QueueCore<String> = QueueCore::new();
+        assert_eq!(q.add_ref("a"), QueueAdd::Queued);
+        assert_eq!(q.add("a".to_owned()), QueueAdd::Coalesced);
+        assert_eq!(q.add_ref("a"), QueueAdd::Coalesced);
+        assert_eq!(q.get(), QueueGet::Item("a".to_owned()));
+        assert_eq!(q.add_ref("a"), QueueAdd::DirtyWhileProcessing);
+        assert_eq!(q.add_ref("a"), QueueAdd::Coalesced);
+        assert_eq!(q.done(&"a".to_owned()), QueueDone::RequeuedLast);
+        assert_eq!(q.add_ref(&"b".to_owned()), QueueAdd::Queued);
+        assert_eq!((q.len(), q.dirty_len()), (2, 2));
+        for k in 0..200 {
+            assert_eq!(q.add_ref(format!("k{k}").as_str()), QueueAdd::Queued);
+        }
+        for k in 0..200 {
+            assert_eq!(q.add(format!("k{k}")), QueueAdd::Coalesced, "k{k}");
+        }
+        q.shut_down(false);
+        assert_eq!(q.add_ref("c"), QueueAdd::ShuttingDown);
+        q.check_invariants().unwrap();
     }
 
     /// Builds a core in a state no sequence of calls reaches, for the invariant checks.

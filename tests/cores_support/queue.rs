@@ -28,12 +28,18 @@ pub trait CoreUnderTest: std::fmt::Debug {
     fn shut_down(&mut self, drain: bool);
 }
 
+/// Odd keys are added by reference (`add_ref`), even ones by value (`add`): both paths run
+/// against the model.
 impl CoreUnderTest for QueueCore<u8> {
     fn view(&self) -> &QueueCore<u8> {
         self
     }
     fn add(&mut self, k: u8) -> QueueAdd {
-        QueueCore::add(self, k)
+        if k % 2 == 1 {
+            QueueCore::add_ref(self, &k)
+        } else {
+            QueueCore::add(self, k)
+        }
     }
     fn get(&mut self) -> QueueGet<u8> {
         QueueCore::get(self)

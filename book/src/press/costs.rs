@@ -23,8 +23,12 @@
 //!
 //! Beside the peers, the workqueue rows are set against their floor (`book/benches/floor.rs`):
 //! one lock, one hash-set insert and remove and one ring-buffer push and pop for the row's kind
-//! of key, measured in the same run. The floor is an estimate of what the single-thread path
-//! cannot go below, not a target.
+//! of key (for an add of a queued key: one hash, one lock, one probe), measured in the same
+//! run. The floor is an estimate of what the single-thread path cannot go below, not a target.
+//!
+//! A missed target is shown with its [`Reason`]: rows of the same run whose summed time, set
+//! against the target's peer, says how far the goal was in reach (a floor, a cost upstream's
+//! behaviour imposes, the path every drainer shares), and what was tried.
 
 use std::{
     fmt::Write as _,
@@ -84,6 +88,51 @@ pub struct Target {
     pub goal: Goal,
     /// Where the goal comes from.
     pub why: &'static str,
+    /// What the appendix sets beside the target when the run misses it.
+    pub reason: Option<&'static Reason>,
+}
+
+/// What stands beside a missed target in the appendix: rows of the same run whose times, added
+/// up, say how far the goal was in reach, and what was tried.
+///
+/// The rows are measured in the same sitting as the target; their sum is set against the
+/// target's peer as the target's own row is (`peer / sum`), so the appendix can say, for
+/// instance, that a floor alone would be only 1.9× client-go where the goal is 2×.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reason {
+    /// What the rows' sum is, in a few words (the verdict column's note).
+    pub short: &'static str,
+    /// What the rows measure, and how to read their sum.
+    pub what: &'static str,
+    /// Benchmark ids; `{kind}` is replaced by the target's key kind ([`key_kind`]).
+    pub rows: &'static [&'static str],
+    /// What was tried, and what it gave.
+    pub tried: &'static str,
+}
+
+impl Reason {
+    /// The rows for `target` (the `{kind}` placeholder filled in).
+    pub fn rows_for(&self, target: &str) -> Vec<String> {
+        self.rows
+            .iter()
+            .map(|r| r.replace("{kind}", key_kind(target)))
+            .collect()
+    }
+
+    /// The rows' summed median and the peer's median over it: `None` when a row, or the
+    /// target's peer, has no estimate in this run, or the goal has no peer.
+    pub fn reading(&self, target: &Target, estimates: &[Estimate]) -> Option<(Duration, f64)> {
+        let find = |id: &str| estimates.iter().find(|e| e.id == id);
+        let Goal::FasterThan { peer, .. } = target.goal else {
+            return None;
+        };
+        let peer = find(peer)?;
+        let mut sum = Duration::ZERO;
+        for row in self.rows_for(target.id) {
+            sum += find(&row)?.median;
+        }
+        (!sum.is_zero()).then(|| (sum, peer.median.as_secs_f64() / sum.as_secs_f64()))
+    }
 }
 
 /// How the estimates of client-go's queues in the Go benchmark (`upstream/bench`) are named:
@@ -118,28 +167,34 @@ pub fn split_upstream(id: &str) -> Option<(&'static str, &str)> {
 
 /// A ratio target per key kind: the row `$row` itself (`&'static str` keys), `$row/String` and
 /// `$row/Request`, each against the upstream row of the same name (`$upstream` is its prefix).
+/// `$str` is the reason beside the `&'static str` row, `$owned` beside the `String` and
+/// `Request` rows.
 macro_rules! targets {
     (
-        kinds: [$(($row:literal, $upstream:literal, $ratio:literal, $why:expr)),* $(,)?],
-        single: [$(($id:literal, $peer:literal, $r:literal, $w:expr)),* $(,)?] $(,)?
+        kinds: [$((
+            $row:literal, $upstream:literal, $ratio:literal, $why:expr, $str:expr, $owned:expr
+        )),* $(,)?],
+        single: [$(($id:literal, $peer:literal, $r:literal, $w:expr, $reason:expr)),* $(,)?] $(,)?
     ) => {
         &[
             $(
-                faster_than($row, concat!($upstream, $row), $ratio, $why),
+                faster_than($row, concat!($upstream, $row), $ratio, $why, $str),
                 faster_than(
                     concat!($row, "/String"),
                     concat!($upstream, $row, "/String"),
                     $ratio,
                     $why,
+                    $owned,
                 ),
                 faster_than(
                     concat!($row, "/Request"),
                     concat!($upstream, $row, "/Request"),
                     $ratio,
                     $why,
+                    $owned,
                 ),
             )*
-            $(faster_than($id, $peer, $r, $w),)*
+            $(faster_than($id, $peer, $r, $w, $reason),)*
         ]
     };
 }
@@ -149,11 +204,13 @@ const fn faster_than(
     peer: &'static str,
     ratio: f64,
     why: &'static str,
+    reason: Option<&'static Reason>,
 ) -> Target {
     Target {
         id,
         goal: Goal::FasterThan { peer, ratio },
         why,
+        reason,
     }
 }
 
@@ -171,29 +228,35 @@ const HALF_PRIORITY_QUEUE: &str =
 /// - a cold start to 10,000 reconciled objects twice as fast as kube-runtime's controller.
 pub const TARGETS: &[Target] = targets! {
     kinds: [
-        ("workqueue/add_get_done/1_task", "client-go:", 2.0, HALF_CLIENT_GO),
-        ("workqueue/add_get_done/2_tasks", "client-go:", 2.0, HALF_CLIENT_GO),
-        ("workqueue/add_get_done/16_tasks", "client-go:", 2.0, HALF_CLIENT_GO),
-        ("workqueue/add_duplicate/1_task", "client-go:", 2.0, HALF_CLIENT_GO),
-        ("workqueue/add_duplicate/2_tasks", "client-go:", 2.0, HALF_CLIENT_GO),
-        ("workqueue/add_duplicate/16_tasks", "client-go:", 2.0, HALF_CLIENT_GO),
+        ("workqueue/add_get_done/1_task", "client-go:", 2.0, HALF_CLIENT_GO, Some(&CYCLE), Some(&CYCLE_OWNED)),
+        ("workqueue/add_get_done/2_tasks", "client-go:", 2.0, HALF_CLIENT_GO, Some(&CYCLE), Some(&CYCLE_OWNED)),
+        ("workqueue/add_get_done/16_tasks", "client-go:", 2.0, HALF_CLIENT_GO, Some(&CYCLE), Some(&CYCLE_OWNED)),
+        ("workqueue/add_duplicate/1_task", "client-go:", 2.0, HALF_CLIENT_GO, Some(&DUPLICATE), Some(&DUPLICATE_OWNED)),
+        ("workqueue/add_duplicate/2_tasks", "client-go:", 2.0, HALF_CLIENT_GO, Some(&DUPLICATE), Some(&DUPLICATE_OWNED)),
+        ("workqueue/add_duplicate/16_tasks", "client-go:", 2.0, HALF_CLIENT_GO, Some(&DUPLICATE), Some(&DUPLICATE_OWNED)),
         (
             "workqueue/contention_16x64x320k/Queue",
             "client-go:",
             1.0,
-            "no slower than client-go's queue in chapter 01's harness, same sitting"
+            "no slower than client-go's queue in chapter 01's harness, same sitting",
+            None,
+            Some(&CONTENTION_OWNED)
         ),
         (
             "priorityqueue/add_get_done_1000/priority_queue",
             "controller-runtime:",
             2.0,
-            HALF_PRIORITY_QUEUE
+            HALF_PRIORITY_QUEUE,
+            None,
+            None
         ),
         (
             "priorityqueue/add_duplicate/priority_queue",
             "controller-runtime:",
             2.0,
-            HALF_PRIORITY_QUEUE
+            HALF_PRIORITY_QUEUE,
+            None,
+            None
         ),
     ],
     single: [
@@ -201,36 +264,149 @@ pub const TARGETS: &[Target] = targets! {
             "reflector_drain_20000_events/controlloop_reflector/1_watchers",
             "reflector_drain_20000_events/kube_runtime_reflector/1_watchers",
             1.5,
-            "1.5× kube-runtime's reflector draining one watch, same run"
+            "1.5× kube-runtime's reflector draining one watch, same run",
+            Some(&DRAIN_1)
         ),
         (
             "reflector_drain_20000_events/controlloop_reflector/10_watchers",
             "reflector_drain_20000_events/kube_runtime_reflector/10_watchers",
             1.5,
-            "1.5× kube-runtime's reflector draining ten watches at once, same run"
+            "1.5× kube-runtime's reflector draining ten watches at once, same run",
+            Some(&DRAIN_10)
         ),
         (
             "reflector_drain_20000_events/controlloop_informer/1_watchers",
             "reflector_drain_20000_events/kube_runtime_reflector/1_watchers",
             1.0,
             "the whole informer (reflector, RealFIFO, indexer, a handler) no slower than \
-             kube-runtime's reflector and store, one watch, same run"
+             kube-runtime's reflector and store, one watch, same run",
+            Some(&INFORMER_1)
         ),
         (
             "reflector_drain_20000_events/controlloop_informer/10_watchers",
             "reflector_drain_20000_events/kube_runtime_reflector/10_watchers",
             1.0,
             "the whole informer no slower than kube-runtime's reflector and store, ten \
-             watches, same run"
+             watches, same run",
+            Some(&INFORMER_10)
         ),
         (
             "controller_10000_objects_cold_start/controlloop_16_workers",
             "controller_10000_objects_cold_start/kube_runtime_concurrency_16",
             2.0,
             "twice as fast as kube-runtime's controller from start to 10,000 reconciled, \
-             same run"
+             same run",
+            Some(&COLD_START)
         ),
     ],
+};
+
+/// Beside an add+get+done row with `&'static str` keys.
+const CYCLE: Reason = Reason {
+    short: "the floor alone",
+    what: "the floor of the key kind: one lock, one hash-set insert and remove, one ring-buffer \
+           push and pop, on one thread. The queue's cycle does more (three locks, seven set \
+           operations).",
+    rows: &["floor/{kind}"],
+    tried: "",
+};
+
+/// Beside an add+get+done row with owned keys.
+const CYCLE_OWNED: Reason = Reason {
+    short: "the floor and the caller's clone alone",
+    what: "the floor of the key kind (one lock, one hash-set insert and remove, one ring-buffer \
+           push and pop, and one clone of the key) plus one more clone and free of the key, \
+           the fresh key the row's caller builds: the two allocations every cycle of an owned \
+           key makes in the port, where a Go string is shared. On one task the row cannot go \
+           below this sum; on two threads the clones can overlap.",
+    rows: &["floor/{kind}", "workqueue/key_clone/{kind}"],
+    tried: "A borrowing add (`Queue::add_ref`) saves no allocation on these rows: a new key is \
+            stored, and the queue holds two copies of a key while it is queued (the dirty set's \
+            and the ring's) or held (the processing set's and the one handed out), so each \
+            cycle clones once inside the queue and once in the caller. The lock (one \
+            compare-and-swap) and the hasher (foldhash, seeded per process) are cheaper than \
+            parking_lot with SipHash (`floor/{kind}/parking_lot_siphash`, in the table below).",
+};
+
+const COALESCING_FLOOR: &str = "one hash of the key the caller holds, one lock, and one \
+    probe that finds the key: the least any add of a queued key does (on one thread).";
+
+/// Beside an add of a `&'static str` key that is already queued.
+const DUPLICATE: Reason = Reason {
+    short: "the floor of a coalescing add alone",
+    what: COALESCING_FLOOR,
+    rows: &["floor/duplicate/{kind}"],
+    tried: "The lock alone is `floor/lock` (one compare-and-swap and one store).",
+};
+
+/// Beside an add of an owned key that is already queued.
+const DUPLICATE_OWNED: Reason = Reason {
+    short: "the floor of a coalescing add alone",
+    what: COALESCING_FLOOR,
+    rows: &["floor/duplicate/{kind}"],
+    tried: "These rows add by reference (`Queue::add_ref`, with a `&str` or a `RequestRef`), so \
+            a coalescing add builds nothing; an add that clones the key first pays \
+            `workqueue/key_clone/{kind}` more. The lock alone is `floor/lock` (one \
+            compare-and-swap and one store).",
+};
+
+/// Beside chapter 01's harness with owned keys.
+const CONTENTION_OWNED: Reason = Reason {
+    short: "with integer keys",
+    what: "the same harness through the same queue with `usize` keys, which hash and compare \
+           in a word and are never cloned: the difference is what owned keys cost.",
+    rows: &["workqueue/contention_16x64x320k/Queue"],
+    tried: "Every add is by reference (`Queue::add_ref`): an add that coalesces builds \
+            nothing, one that stores the key clones it once.",
+};
+
+const SHARED_PATH: &str = "kube's `Api::watch` with every event decoded and dropped, no \
+    store: the transport and decoding both reflectors run (the port's `ListerWatcher` for \
+    `Api` calls `Api::watch`). A drainer that cost nothing beyond it would be this fast.";
+
+/// Beside the reflector draining one watch.
+const DRAIN_1: Reason = Reason {
+    short: "the shared path alone",
+    what: SHARED_PATH,
+    rows: &["reflector_drain_20000_events/bare_watch/1_watchers"],
+    tried: "",
+};
+
+/// Beside the reflector draining ten watches.
+const DRAIN_10: Reason = Reason {
+    short: "the shared path alone",
+    what: SHARED_PATH,
+    rows: &["reflector_drain_20000_events/bare_watch/10_watchers"],
+    tried: "",
+};
+
+/// Beside the informer draining one watch.
+const INFORMER_1: Reason = Reason {
+    short: "the shared path alone",
+    what: SHARED_PATH,
+    rows: &["reflector_drain_20000_events/bare_watch/1_watchers"],
+    tried: "",
+};
+
+/// Beside the informer draining ten watches.
+const INFORMER_10: Reason = Reason {
+    short: "the shared path alone",
+    what: SHARED_PATH,
+    rows: &["reflector_drain_20000_events/bare_watch/10_watchers"],
+    tried: "",
+};
+
+/// Beside the cold start.
+const COLD_START: Reason = Reason {
+    short: "without the 100 ms poll",
+    what: "the same controller waiting for its cache with `SyncWait::DoneChecker` (client-go \
+           v0.37's `WaitFor`, which ends at the sync) instead of controller-runtime v0.25's \
+           `WaitForCacheSync`, which looks at once and then every 100 ms: a cache that syncs \
+           after the first look is waited for until the second, 100 ms in.",
+    rows: &["controller_10000_objects_cold_start/controlloop_16_workers_done_checker"],
+    tried: "The default stays controller-runtime's poll, which the port follows \
+            (controller-runtime v0.25.3 `pkg/internal/source/kind.go`); the event-driven wait \
+            is an opt-in difference, `Builder::sync_wait`.",
 };
 
 /// Where `costs --run` saves the Go benchmark's output, under the target directory.
@@ -356,9 +532,14 @@ pub fn key_kind(row: &str) -> &'static str {
     }
 }
 
-/// The floor row (`book/benches/floor.rs`) a workqueue row is set against: `floor/KIND`.
+/// The floor row (`book/benches/floor.rs`) a workqueue row is set against: `floor/KIND`, and
+/// for an add of a key that is already queued `floor/duplicate/KIND`.
 pub fn floor_of(row: &str) -> String {
-    format!("floor/{}", key_kind(row))
+    if row.starts_with("workqueue/add_duplicate/") {
+        format!("floor/duplicate/{}", key_kind(row))
+    } else {
+        format!("floor/{}", key_kind(row))
+    }
 }
 
 #[derive(Deserialize)]
@@ -582,10 +763,26 @@ pub fn render(run: &RunInfo, estimates: &[Estimate], targets: &[Target]) -> Stri
     );
     let _ = writeln!(s, "| target | goal | goal's basis | verdict, measured |");
     let _ = writeln!(s, "|---|---|---|---|");
+    // The missed targets with a reason, grouped by reason and key kind, each with its figure.
+    type Missed<'a> = Vec<(&'a Target, String)>;
+    let mut why: Vec<((&Reason, &str), Missed)> = vec![];
     for t in targets {
         let verdict = match judge(t, estimates) {
             Verdict::Met(f) => format!("met, {f}"),
-            Verdict::Missed(f) => format!("**missed**, {f}"),
+            Verdict::Missed(f) => {
+                let reading = t.reason.and_then(|r| Some((r, r.reading(t, estimates)?)));
+                match reading {
+                    Some((r, (_, at))) => {
+                        let group = (r, key_kind(t.id));
+                        match why.iter_mut().find(|(g, _)| *g == group) {
+                            Some((_, ts)) => ts.push((t, f.clone())),
+                            None => why.push((group, vec![(t, f.clone())])),
+                        }
+                        format!("**missed**, {f}; {}: {at:.2}×", r.short)
+                    }
+                    None => format!("**missed**, {f}"),
+                }
+            }
             Verdict::NotRun => "not run".to_owned(),
         };
         let _ = writeln!(
@@ -597,6 +794,46 @@ pub fn render(run: &RunInfo, estimates: &[Estimate], targets: &[Target]) -> Stri
         );
     }
     let _ = writeln!(s);
+    if !why.is_empty() {
+        let _ = writeln!(
+            s,
+            "Beside each missed target, rows of this run whose times add up to what the note \
+             after its verdict names, set against the target's peer as the target is:\n"
+        );
+        for ((reason, kind), missed) in &why {
+            let fill = |text: &str| text.replace("{kind}", kind);
+            let (first, _) = missed[0];
+            let rows = reason.rows_for(first.id);
+            let parts: Vec<String> = rows
+                .iter()
+                .map(|row| {
+                    let t = estimates
+                        .iter()
+                        .find(|e| &e.id == row)
+                        .map_or_else(|| "not run".to_owned(), |e| time(e.median));
+                    format!("`{row}` {t}")
+                })
+                .collect();
+            let _ = write!(s, "- **{}** ({}):", reason.short, parts.join(" + "));
+            for (i, (t, measured)) in missed.iter().enumerate() {
+                let sep = if i == 0 { " " } else { "; " };
+                if let Some((sum, at)) = reason.reading(t, estimates) {
+                    let sum = if rows.len() > 1 {
+                        format!("{} = ", time(sum))
+                    } else {
+                        String::new()
+                    };
+                    let _ = write!(s, "{sep}`{}` {measured}, {sum}{at:.2}×", t.id);
+                }
+            }
+            let _ = write!(s, ". {}", fill(reason.what));
+            if !reason.tried.is_empty() {
+                let _ = write!(s, " Tried: {}", fill(reason.tried));
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s);
+    }
     let find = |id: &str| estimates.iter().find(|e| e.id == id);
     let upstream: Vec<(&str, &str, &Estimate)> = estimates
         .iter()
@@ -649,10 +886,11 @@ pub fn render(run: &RunInfo, estimates: &[Estimate], targets: &[Target]) -> Stri
     if rows.iter().any(|row| find(&floor_of(row)).is_some()) {
         let _ = writeln!(
             s,
-            "The workqueue's rows against the floor of their kind of key (`floor/str`, \
-             `floor/String`, `floor/Request`, this run): one lock, one hash-set insert and \
-             remove, one ring-buffer push and pop. A lower-bound estimate of the single-thread \
-             path, not a target.\n"
+            "The workqueue's rows against the floor of their kind of key, this run: for an \
+             add+get+done, `floor/KIND` (one lock, one hash-set insert and remove, one \
+             ring-buffer push and pop, one clone of an owned key); for an add of a queued key, \
+             `floor/duplicate/KIND` (one hash, one lock, one probe that finds the key). A \
+             lower-bound estimate of the single-thread path, not a target.\n"
         );
         let _ = writeln!(
             s,
@@ -956,6 +1194,31 @@ ok  \tcontrolloop/upstream/bench\t325.680s
             }
         }
         assert_eq!(ratio_targets, TARGETS.len(), "every target is a ratio");
+        // Every reason's rows are benchmarks this crate runs: named in a bench file (the
+        // floor's and the workqueue's ids are built with the kind last).
+        let benches = [
+            include_str!("../../benches/floor.rs"),
+            include_str!("../../benches/workqueue.rs"),
+            kube_runtime,
+        ];
+        for t in TARGETS {
+            for row in t.reason.map(|r| r.rows_for(t.id)).unwrap_or_default() {
+                let kind = key_kind(t.id);
+                let stem = row.strip_suffix(&format!("/{kind}")).unwrap_or(&row);
+                let named = |b: &&str| {
+                    b.contains(&format!("\"{stem}"))
+                        || stem
+                            .split('/')
+                            .skip(1)
+                            .any(|name| b.contains(&format!("(\"{name}\"")))
+                };
+                assert!(
+                    benches.iter().any(named),
+                    "{}: {row} is run by no bench",
+                    t.id
+                );
+            }
+        }
         // Issue 25's list: 9 rows in three key kinds, and five against kube-runtime.
         assert_eq!(TARGETS.len(), 9 * 3 + 5);
     }
@@ -966,6 +1229,7 @@ ok  \tcontrolloop/upstream/bench\t325.680s
             id: "q/a",
             goal: Goal::AtMost(Duration::from_nanos(70)),
             why: "",
+            reason: None,
         };
         assert!(matches!(judge(&t, &[est("q/a", 70)]), Verdict::Met(_)));
         assert_eq!(
@@ -984,6 +1248,7 @@ ok  \tcontrolloop/upstream/bench\t325.680s
                 ratio: 1.5,
             },
             why: "",
+            reason: None,
         };
         assert!(matches!(
             judge(&t, &[est("ours", 100), est("theirs", 150)]),
@@ -1108,8 +1373,9 @@ ok  \tcontrolloop/upstream/bench\t325.680s
         assert_eq!(key_kind("workqueue/add_duplicate/1_task/String"), "String");
         assert_eq!(
             floor_of("workqueue/add_duplicate/2_tasks/Request"),
-            "floor/Request"
+            "floor/duplicate/Request"
         );
+        assert_eq!(floor_of("workqueue/add_get_done/2_tasks"), "floor/str");
         let estimates = vec![
             est("client-go:workqueue/add_get_done/1_task", 123),
             est("client-go:workqueue/add_get_done/1_task/Request", 250),
@@ -1134,6 +1400,70 @@ ok  \tcontrolloop/upstream/bench\t325.680s
         // Without any floor the table is left out.
         let text = render(&RunInfo::here("--quick"), &estimates[..2], &[]);
         assert!(!text.contains("× floor"), "{text}");
+    }
+
+    /// A missed target with a reason shows its reading in the verdict column and, below the
+    /// table, the reason's rows, their sum, the reading, what they are and what was tried,
+    /// once per reason and key kind. A met target, or a reason whose rows did not run, shows
+    /// no reading.
+    #[test]
+    fn a_missed_target_is_shown_with_its_reason() {
+        const R: Reason = Reason {
+            short: "the floor and the clone alone",
+            what: "what `{kind}` costs.",
+            rows: &["floor/{kind}", "clone/{kind}"],
+            tried: "cloning less for `{kind}`.",
+        };
+        let target = |id: &'static str, peer: &'static str| Target {
+            id,
+            goal: Goal::FasterThan { peer, ratio: 2.0 },
+            why: "half",
+            reason: Some(&R),
+        };
+        let targets = [
+            target("q/a/String", "go:q/a/String"),
+            target("q/b/String", "go:q/b/String"),
+            target("q/c/String", "go:q/c/String"),
+            target("q/a/Request", "go:q/a/Request"),
+        ];
+        let estimates = vec![
+            est("q/a/String", 100),
+            est("go:q/a/String", 150),
+            est("q/b/String", 120),
+            est("go:q/b/String", 180),
+            est("q/c/String", 10),
+            est("go:q/c/String", 180),
+            est("q/a/Request", 100),
+            est("go:q/a/Request", 150),
+            est("floor/String", 60),
+            est("clone/String", 30),
+            est("floor/Request", 70),
+        ];
+        let text = render(&RunInfo::here("--quick"), &estimates, &targets);
+        assert!(
+            text.contains("| **missed**, 1.50×; the floor and the clone alone: 1.67× |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| `q/c/String` | ≥ 2.00× `go:q/c/String` | half | met, 18.00× |"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "- **the floor and the clone alone** (`floor/String` 60.0 ns + `clone/String` \
+                 30.0 ns): `q/a/String` 1.50×, 90.0 ns = 1.67×; `q/b/String` 1.50×, 90.0 ns = \
+                 2.00×. what `String` costs. Tried: cloning less for `String`.\n"
+            ),
+            "{text}"
+        );
+        // No clone/Request in this run: the verdict alone, and no line for Request.
+        assert!(
+            text.contains(
+                "| `q/a/Request` | ≥ 2.00× `go:q/a/Request` | half | **missed**, 1.50× |"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("`floor/Request` 70.0 ns"), "{text}");
     }
 
     #[test]

@@ -462,6 +462,9 @@ pub trait HarnessKey: Eq + std::hash::Hash + Clone + Send + Sync + 'static {
     fn for_object(i: usize) -> Self;
     /// The object a key names (the inverse of [`for_object`](Self::for_object)).
     fn object(&self) -> usize;
+    /// Adds this key to `queue` by reference ([`Queue::add_ref`]), as a handler that holds the
+    /// object's metadata can: the queue builds its own copy only when it stores one.
+    fn add_to(&self, queue: &Queue<Self>);
 }
 
 fn digits(s: &str) -> usize {
@@ -478,6 +481,9 @@ impl HarnessKey for String {
     fn object(&self) -> usize {
         digits(self)
     }
+    fn add_to(&self, queue: &Queue<Self>) {
+        queue.add_ref(self.as_str())
+    }
 }
 
 impl HarnessKey for controlloop::controller::Request {
@@ -487,11 +493,14 @@ impl HarnessKey for controlloop::controller::Request {
     fn object(&self) -> usize {
         digits(&self.name)
     }
+    fn add_to(&self, queue: &Queue<Self>) {
+        queue.add_ref(&controlloop::controller::RequestRef::from(self))
+    }
 }
 
-/// The harness's queue with keys of type `K`: `add(i)` adds a clone of object `i`'s
-/// pre-generated key (an owned key is built per event, as a controller's handler builds a
-/// fresh request per event), and a worker's claim reads the object back from its key.
+/// The harness's queue with keys of type `K`: `add(i)` adds object `i`'s pre-generated key by
+/// reference ([`HarnessKey::add_to`]), so an add that coalesces builds nothing and one that
+/// stores the key clones it once; a worker's claim reads the object back from its key.
 pub struct KeyedQueue<K> {
     queue: Queue<K>,
     keys: Arc<[K]>,
@@ -538,7 +547,7 @@ impl<K: HarnessKey> Deref for KeyedClaim<K> {
 impl<K: HarnessKey> WorkQueue for KeyedQueue<K> {
     type Claim = KeyedClaim<K>;
     fn add(&self, key: usize) {
-        self.queue.add(self.keys[key].clone());
+        self.keys[key].add_to(&self.queue);
     }
     async fn claim(&self) -> Option<Self::Claim> {
         let claim = self.queue.claim().await?;
