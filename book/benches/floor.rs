@@ -8,7 +8,7 @@
 //! queue reuses it for its dirty and processing sets), and pushes it onto a `VecDeque` and pops
 //! it off. That is the least that any queue keeping "is it queued?" in a hash set and "in which
 //! order?" in a ring buffer must do for a key that goes in and comes out; client-go's queue and
-//! the port's `Queue` do more (three lock acquisitions and four set operations per add, get and
+//! the port's `Queue` do more (three lock acquisitions and seven set operations per add, get and
 //! done).
 //!
 //! Rows, each with the key kinds `str` (`&'static str`), `String` and `Request`

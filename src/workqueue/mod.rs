@@ -11,6 +11,7 @@
 //! | you need | use | upstream |
 //! |---|---|---|
 //! | hand keys to workers, one worker per key, repeated adds merged | [`Queue`] | `Typed[T]` |
+//! | add a key you hold by reference, built only if it is stored | [`Queue::add_ref`] ([`KeyRef`]) | — (a Go string is shared) |
 //! | never forget a `done`, even on `?` or a panic | [`Queue::claim`] → [`Claim`] | `defer Done` |
 //! | add a key later | [`DelayingQueue`] (`add_after`) | `delayingType` |
 //! | retry with backoff | [`RateLimitingQueue`] (`add_rate_limited`, `forget`) | `rateLimitingType` |
