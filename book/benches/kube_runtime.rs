@@ -673,7 +673,8 @@ fn report() {
 /// `KUBE_RUNTIME_BENCH_ONCE=WORKLOAD` runs one workload once and exits; WORKLOAD is
 /// `cold-none` / `cold-controlloop` / `cold-kube` (10,000 objects created, then nothing, or one
 /// cold start) or `drain-writes` / `drain-bare` / `drain-controlloop` / `drain-kube` (the 20,000
-/// writes alone, or drained by one watcher).
+/// writes alone, or drained by one watcher; a `-10` suffix drains with ten, and
+/// `drain-informer` / `drain-informer-10` drain with the whole informer).
 /// The differences between the counts of a workload and its `none`/`bare` twin are the cost of
 /// the runtime alone.
 fn once(workload: &str) {
@@ -705,6 +706,11 @@ fn once(workload: &str) {
             "drain-bare" => drain_once(&cluster, Drainer::BareWatch, 1).await,
             "drain-controlloop" => drain_once(&cluster, Drainer::OurReflector, 1).await,
             "drain-kube" => drain_once(&cluster, Drainer::KubeReflector, 1).await,
+            "drain-bare-10" => drain_once(&cluster, Drainer::BareWatch, 10).await,
+            "drain-controlloop-10" => drain_once(&cluster, Drainer::OurReflector, 10).await,
+            "drain-kube-10" => drain_once(&cluster, Drainer::KubeReflector, 10).await,
+            "drain-informer" => drain_once(&cluster, Drainer::OurInformer, 1).await,
+            "drain-informer-10" => drain_once(&cluster, Drainer::OurInformer, 10).await,
             other => panic!("unknown workload {other}"),
         };
         println!("{workload}: {took:?}");

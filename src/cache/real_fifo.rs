@@ -261,7 +261,9 @@ impl<K: Object> Core<K> {
 
     /// How many head deltas the next batch takes (keeps I2, I3). Needs a non-empty queue.
     fn batch_len(&self) -> usize {
-        let mut unique = HashSet::new();
+        // Sized for a full batch up front, with the crate's fast hasher: this set is rebuilt
+        // for every batch.
+        let mut unique = hashbrown::HashSet::with_capacity(self.items.len().min(self.batch_size));
         let mut n = 0;
         for (i, item) in self.items.iter().enumerate().take(self.batch_size) {
             if self.batches_stop_at_initial_list

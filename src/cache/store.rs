@@ -61,7 +61,15 @@ pub fn meta_namespace_key<K: kube::Resource>(obj: &K) -> String {
     let meta = obj.meta();
     let name = meta.name.as_deref().unwrap_or_default();
     match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        Some(ns) if !ns.is_empty() => {
+            // Built by hand, not with `format!`: every FIFO push, batch and indexer write
+            // computes a key, and the formatting machinery costs several times the copy.
+            let mut key = String::with_capacity(ns.len() + 1 + name.len());
+            key.push_str(ns);
+            key.push('/');
+            key.push_str(name);
+            key
+        }
         _ => name.to_owned(),
     }
 }
@@ -154,15 +162,24 @@ impl<K> Inner<K> {
         }
     }
 
-    fn put(&mut self, key: String, obj: Arc<K>) {
+    /// Stores `obj` under `key`; returns the object it replaced, for the caller to drop once
+    /// the lock is released.
+    fn put(&mut self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
+        if self.indexers.is_empty() {
+            // No index to update: neither the key nor the object needs a second handle.
+            return self.items.insert(key, obj);
+        }
         let old = self.items.insert(key.clone(), obj.clone());
         self.update_indices(old.as_ref(), Some(&obj), &key); // same lock (keeps I2)
+        old
     }
 
-    fn remove(&mut self, key: &str) {
-        if let Some(old) = self.items.remove(key) {
-            self.update_indices(Some(&old), None, key);
-        }
+    /// Removes `key`; returns the object removed, for the caller to drop once the lock is
+    /// released.
+    fn remove(&mut self, key: &str) -> Option<Arc<K>> {
+        let old = self.items.remove(key)?;
+        self.update_indices(Some(&old), None, key);
+        Some(old)
     }
 }
 
@@ -239,7 +256,11 @@ impl<K: Object> Store<K> {
     }
 
     fn note_rv(inner: &mut Inner<K>, obj: &K) {
-        inner.rv = obj.meta().resource_version.clone().unwrap_or_default();
+        // `clone_from` reuses the buffer the previous version was in.
+        match &obj.meta().resource_version {
+            Some(rv) => inner.rv.clone_from(rv),
+            None => inner.rv.clear(),
+        }
     }
 
     /// Inserts or replaces `obj` (upstream `Add` is `Update`).
@@ -252,7 +273,9 @@ impl<K: Object> Store<K> {
         let key = self.key_of(&obj)?;
         let mut inner = self.inner.write();
         Self::note_rv(&mut inner, &obj);
-        inner.put(key, obj);
+        let old = inner.put(key, obj);
+        drop(inner);
+        drop(old); // the replaced object is freed outside the lock
         Ok(())
     }
 
@@ -262,14 +285,17 @@ impl<K: Object> Store<K> {
         let key = self.key_of(obj)?;
         let mut inner = self.inner.write();
         Self::note_rv(&mut inner, obj);
-        inner.remove(&key);
+        let old = inner.remove(&key);
+        drop(inner);
+        drop(old); // freed outside the lock
         Ok(())
     }
 
     /// Removes `key` (a no-op if absent). Use it for a tombstone, which has a key and maybe no
     /// object.
     pub fn delete_by_key(&self, key: &str) {
-        self.inner.write().remove(key);
+        let old = self.inner.write().remove(key);
+        drop(old); // freed outside the lock
     }
 
     /// The stored object with `obj`'s key.
@@ -333,21 +359,25 @@ impl<K: Object> Store<K> {
                 StoreWrite::DeleteKey(k) => Ok((k, None, false)),
             })
             .collect();
+        let mut replaced = Vec::with_capacity(keyed.len());
         let mut inner = self.inner.write();
-        keyed
+        let results = keyed
             .into_iter()
             .map(|w| {
                 let (key, obj, upsert) = w?;
                 if let Some(o) = &obj {
                     Self::note_rv(&mut inner, o);
                 }
-                match (obj, upsert) {
+                replaced.push(match (obj, upsert) {
                     (Some(o), true) => inner.put(key, o),
                     _ => inner.remove(&key),
-                }
+                });
                 Ok(())
             })
-            .collect()
+            .collect();
+        drop(inner);
+        drop(replaced); // the replaced objects are freed outside the lock
+        results
     }
 
     /// One write, as [`Store::update`], [`Store::delete`] or [`Store::delete_by_key`].

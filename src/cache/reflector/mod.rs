@@ -273,6 +273,8 @@ pub struct Reflector<K, L, S> {
     state: State<K>,
     /// The RV of the last list or watch event applied (upstream `lastSyncResourceVersion`).
     last_sync_rv: String,
+    /// Scratch: the current watch event's RV, swapped into `last_sync_rv` once applied.
+    next_rv: String,
     /// Set after a list fails with 410/too-large: the next list asks for `""`.
     rv_unavailable: bool,
     /// An RV="0" list once came back paginated: keep paging relists.
@@ -301,6 +303,7 @@ where
             options,
             state: State::List,
             last_sync_rv: String::new(),
+            next_rv: String::new(),
             rv_unavailable: false,
             paginated_result: false,
             next_resync: None,
@@ -668,27 +671,32 @@ where
             return (ReflectorStep::WatchClosed, State::OpenWatch); // keeps I3
         };
         w.events += 1;
-        let (kind, rv, result) = match event {
+        // The event's resourceVersion is copied into `next_rv`, a buffer kept between events,
+        // and swapped into `last_sync_rv` after the store call: no allocation per event.
+        let (kind, result) = match event {
             WatchEvent::Added(o) => {
-                let rv = resource_version(&o);
-                ("added", rv, self.store.add(o))
+                if w.propagate_rv {
+                    copy_resource_version(&mut self.next_rv, &o);
+                }
+                ("added", self.store.add(o))
             }
             WatchEvent::Modified(o) => {
                 w.propagate_rv = true;
-                let rv = resource_version(&o);
-                ("modified", rv, self.store.update(o))
+                copy_resource_version(&mut self.next_rv, &o);
+                ("modified", self.store.update(o))
             }
             WatchEvent::Deleted(o) => {
                 w.propagate_rv = true;
-                let rv = resource_version(&o);
-                ("deleted", rv, self.store.delete(o))
+                copy_resource_version(&mut self.next_rv, &o);
+                ("deleted", self.store.delete(o))
             }
             WatchEvent::Bookmark {
                 resource_version, ..
             } => {
                 w.propagate_rv = true;
                 self.store.bookmark(&resource_version);
-                ("bookmark", resource_version, Ok(()))
+                self.next_rv = resource_version;
+                ("bookmark", Ok(()))
             }
             WatchEvent::Error(e) => return self.watch_error(e),
         };
@@ -696,7 +704,7 @@ where
             tracing::error!(error = %e, kind, "unable to apply watch event to store");
         }
         if w.propagate_rv {
-            self.last_sync_rv = rv; // keeps I5
+            std::mem::swap(&mut self.last_sync_rv, &mut self.next_rv); // keeps I5
         }
         (ReflectorStep::Event(kind), State::Watching(w))
     }
@@ -727,6 +735,14 @@ use super::meta_namespace_key as object_key;
 
 fn resource_version<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap_or_default()
+}
+
+/// [`resource_version`] into `buf`, reusing its allocation.
+fn copy_resource_version<K: kube::Resource>(buf: &mut String, obj: &K) {
+    match &obj.meta().resource_version {
+        Some(rv) => buf.clone_from(rv),
+        None => buf.clear(),
+    }
 }
 
 /// The FIFOs are reflector stores: each object is wrapped in the `Arc` the informer's cache
