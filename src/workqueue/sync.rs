@@ -2,9 +2,10 @@
 //!
 //! In a normal build this is a test-and-set lock (`spin::mutex::SpinMutex` with a yielding
 //! back-off). Critical sections are a few hash-set operations (tens of nanoseconds) and never
-//! run user code or await, which is the case where spinning beats parking: on this 2.3 GHz
-//! machine one compare-and-swap costs about 10 ns, and parking_lot's lock/unlock pair (two
-//! atomic read-modify-writes) costs about 15 ns. No poisoning: no user code runs under it. With the `shuttle` feature it is `shuttle::sync::Mutex`, so every lock
+//! run user code or await, which is the case where spinning beats parking: an uncontended
+//! lock and unlock is one compare-and-swap and one release store (the book's
+//! `book/benches/floor.rs` times it as `floor/lock`), where parking_lot's pair is two atomic
+//! read-modify-writes. No poisoning: no user code runs under it. With the `shuttle` feature it is `shuttle::sync::Mutex`, so every lock
 //! acquisition is a point where shuttle may switch tasks; `tests/workqueue_shuttle.rs` uses that
 //! to explore interleavings of add, get, done and shut_down.
 
