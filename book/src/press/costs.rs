@@ -280,7 +280,7 @@ pub const TARGETS: &[Target] = targets! {
             1.0,
             "the whole informer (reflector, RealFIFO, indexer, a handler) no slower than \
              kube-runtime's reflector and store, one watch, same run",
-            Some(&INFORMER_1)
+            Some(&DRAIN_1)
         ),
         (
             "reflector_drain_20000_events/controlloop_informer/10_watchers",
@@ -288,7 +288,7 @@ pub const TARGETS: &[Target] = targets! {
             1.0,
             "the whole informer no slower than kube-runtime's reflector and store, ten \
              watches, same run",
-            Some(&INFORMER_10)
+            Some(&DRAIN_10)
         ),
         (
             "controller_10000_objects_cold_start/controlloop_16_workers",
@@ -372,7 +372,7 @@ const DRAIN_TRIED: &str = "Profiled (callgrind and perf): beyond the shared path
     lock, and RealFIFO's batch split hashes with foldhash. Left: the informer still computes an \
     event's key four times (the FIFO's push, the batch split, the indexer's read and write).";
 
-/// Beside the reflector draining one watch.
+/// Beside the reflector or the informer draining one watch.
 const DRAIN_1: Reason = Reason {
     short: "the shared path alone",
     what: SHARED_PATH,
@@ -380,24 +380,8 @@ const DRAIN_1: Reason = Reason {
     tried: DRAIN_TRIED,
 };
 
-/// Beside the reflector draining ten watches.
+/// Beside the reflector or the informer draining ten watches.
 const DRAIN_10: Reason = Reason {
-    short: "the shared path alone",
-    what: SHARED_PATH,
-    rows: &["reflector_drain_20000_events/bare_watch/10_watchers"],
-    tried: DRAIN_TRIED,
-};
-
-/// Beside the informer draining one watch.
-const INFORMER_1: Reason = Reason {
-    short: "the shared path alone",
-    what: SHARED_PATH,
-    rows: &["reflector_drain_20000_events/bare_watch/1_watchers"],
-    tried: DRAIN_TRIED,
-};
-
-/// Beside the informer draining ten watches.
-const INFORMER_10: Reason = Reason {
     short: "the shared path alone",
     what: SHARED_PATH,
     rows: &["reflector_drain_20000_events/bare_watch/10_watchers"],
