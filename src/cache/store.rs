@@ -256,11 +256,8 @@ impl<K: Object> Store<K> {
     }
 
     fn note_rv(inner: &mut Inner<K>, obj: &K) {
-        // `clone_from` reuses the buffer the previous version was in.
-        match &obj.meta().resource_version {
-            Some(rv) => inner.rv.clone_from(rv),
-            None => inner.rv.clear(),
-        }
+        // Reuses the buffer the previous version was in.
+        super::reflector::copy_resource_version(&mut inner.rv, obj);
     }
 
     /// Inserts or replaces `obj` (upstream `Add` is `Update`).

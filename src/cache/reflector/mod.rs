@@ -738,7 +738,7 @@ fn resource_version<K: kube::Resource>(obj: &K) -> String {
 }
 
 /// [`resource_version`] into `buf`, reusing its allocation.
-fn copy_resource_version<K: kube::Resource>(buf: &mut String, obj: &K) {
+pub(crate) fn copy_resource_version<K: kube::Resource>(buf: &mut String, obj: &K) {
     match &obj.meta().resource_version {
         Some(rv) => buf.clone_from(rv),
         None => buf.clear(),
