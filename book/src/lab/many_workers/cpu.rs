@@ -404,14 +404,17 @@ pub fn storm_on(side: ClusterSide, cost_ms: u64, work: Work, threads: Threads) -
 /// At each cost of [`COSTS_MS`], the storm with a sleeping reconcile and then with a burning
 /// one, each on its own runtime and server (keeps I1), the controller on two threads.
 pub fn pairs() -> Vec<(CpuRun, CpuRun)> {
-    COSTS_MS
+    // book: ch18_cpu_pairs
+    let pairs: Vec<(CpuRun, CpuRun)> = COSTS_MS
         .iter()
-        .map(|&c| {
-            let sleep = storm(c, Work::Sleep, Threads::Two);
-            let burn = storm(c, Work::Burn, Threads::Two);
+        .map(|&cost_ms| {
+            let sleep = storm(cost_ms, Work::Sleep, Threads::Two); // a fresh server and runtime
+            let burn = storm(cost_ms, Work::Burn, Threads::Two); // for each run
             (sleep, burn)
         })
-        .collect()
+        .collect();
+    // book: end ch18_cpu_pairs
+    pairs
 }
 
 /// The five banded figures of one run, by band name.
@@ -493,12 +496,14 @@ pub fn check_durable(r: &CpuRun) {
 /// Checks every run of the sweep: its durable claims, and each figure in its band (panics
 /// with the band's message outside one).
 pub fn check_pairs(pairs: &[(CpuRun, CpuRun)]) {
-    for r in pairs.iter().flat_map(|(s, b)| [s, b]) {
-        check_durable(r);
-        for (name, value) in figures(r) {
-            band(name).check(name, value);
+    // book: ch18_cpu_check
+    for run in pairs.iter().flat_map(|(sleep, burn)| [sleep, burn]) {
+        check_durable(run); // every event heard, ended on 200, never two reconciles at once
+        for (name, value) in figures(run) {
+            band(name).check(name, value); // the five figures, each in its band
         }
     }
+    // book: end ch18_cpu_check
 }
 
 /// The sweep as the chapter pins it: the durable values, and each band once.
