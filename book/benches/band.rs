@@ -3,7 +3,7 @@ use controlloop_book::kit::band::Band;
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 
-const B: Band<u64> = Band::new(0, 1_000, "bench");
+const B: Band<u64> = Band::law(1, 1_000, "a bench", "bench");
 
 fn band_check(c: &mut Criterion) {
     c.bench_function("band/check_in_band", |b| {

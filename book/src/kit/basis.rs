@@ -1,54 +1,136 @@
-//! Bases: the runs a real-clock band is derived from, committed as raw data, and the one rule
-//! that turns them into the band.
+//! Bases: the runs a real-clock band is derived from, committed as raw data, and the rule of
+//! each kind of band that turns them into its ends.
 //!
 //! A run-specific number is checked against a [`Band`]. Where the band comes from is not a
 //! sentence: it is a file, `book/bases/NAME.tsv`, with one line per measured run, and the band
-//! is [`RULE`] applied to those lines. The band's `basis` names the file. A test
-//! (`book/tests/bases.rs`) holds every committed band equal to the rule over its file, so a
+//! is the rule of its [`Kind`] applied to those lines. The band's `basis` names the file. A
+//! test (`book/tests/bases.rs`) holds every committed band equal to the rule over its file, so a
 //! band can move only by a reviewed change to its runs, never by retyping its ends, and never
 //! to make room for a figure it is later compared with.
 //!
-//! A line is tab-separated: the value, the build profile (`dev` or `release`), the machine's
-//! one-minute load average when the run ended, the date, and what ran (free text). Lines that
-//! start with `#` say how the file was measured. `cargo run -- measure GROUP --runs N` appends
-//! lines (the experiments run as `cargo test` runs them, without their bands):
+//! A line is tab-separated: the value, the build profile (`dev` or `release`), the regime the
+//! run was measured in ([`Regime`]), the machine's one-minute load average when the run ended,
+//! the date, and what ran (free text). Lines that start with `#` say how the file was measured.
+//! `cargo run -- measure GROUP --runs N` appends lines (the experiments run as `cargo test` runs
+//! them, without their bands), and records the regime itself:
 //!
 //! ```
-//! use controlloop_book::kit::basis::Basis;
+//! use controlloop_book::kit::{band::Kind, basis::Basis};
 //!
 //! let basis = Basis::parse(
 //!     "example",
-//!     "# value\tprofile\tload\tdate\trun\n\
-//!      24\tdev\t9.8\t2026-12-01\tessay storm\n\
-//!      37\tdev\t11.2\t2026-12-01\tessay storm\n",
+//!     "# value\tprofile\tregime\tload\tdate\trun\n\
+//!      0.9\tdev\tquiet\t0.2\t2026-12-07\tessay storm\n\
+//!      1.1\trelease\tloaded\t4.1\t2026-12-07\tessay storm\n",
 //! )
 //! .unwrap();
-//! assert_eq!(basis.range(), (24.0, 37.0));
-//! assert_eq!(basis.derived(), (12.0, 74.0)); // [min / 2, max × 2]
+//! assert_eq!(basis.range(), (0.9, 1.1));
+//! assert_eq!(basis.derived(Kind::AtMost), (None, Some(2.2))); // max × 2
+//! assert_eq!(basis.derived(Kind::Law), (Some(0.703), Some(1.408))); // 2× wide about the middle
 //! ```
 //!
-//! # The rule, and why this one
+//! # The rules, and why these
 //!
-//! `[min / 2, max × 2]`: half the smallest run to twice the largest (a negative end moves
-//! away from zero by the same factor), rounded outward — to whole numbers when every run is
-//! a whole number, else to 0.001. One factor for every band, because what moves a real-clock
-//! number between machines and loads is a rate (how late a sleep wakes, how often a thread is
-//! descheduled), and a rate scales a count or a time by a factor, not by an offset. The factor
-//! has two jobs: hold every faithful run of a machine like the one measured, and leave outside
-//! the broken variant each chapter runs against the band. A band is only as wide as its runs:
-//! one the rule makes too narrow for another machine or load fails there with its message, and
-//! the fix is that machine's runs added to the file, a reviewed change that moves the band.
+//! - **A same-run law**: the runs' range widened about its geometric middle `m = √(min·max)` to a
+//!   width `w` (hi / lo) of [`LAW_WIDTH`], or to [`LAW_MARGIN`] times the runs' own width where
+//!   that is more: `[m / √w, m × √w]`. A law divides out what a machine changes (a slower machine
+//!   stretches the span and the cost alike), so its runs lie close together in every regime and
+//!   its band can be narrow enough to tell.
+//! - **An upper bound**: `max × 2`. **A lower bound**: `min / 2`. What moves a latency, a cost
+//!   or a share between machines and loads is a rate — how late a sleep wakes, how often a
+//!   thread is descheduled — and a rate scales a figure by a factor. The factor holds the runs
+//!   of every regime measured, with room, and the open end holds every machine faster or
+//!   quieter than the ones measured: no claim asks a latency to be large.
+//!
+//! Every end is rounded outward, to whole numbers when every run is a whole number, else to
+//! 0.001. The runs of every regime count: a bound derived from them holds in each, and chapter
+//! 10 shows each regime's runs beside the band.
 
 use std::{fmt, fs, path::PathBuf};
 
-use super::band::Band;
+use super::band::{Band, Kind};
 
-/// The one rule, as the page states it.
-pub const RULE: &str = "[min / 2, max × 2], rounded outward (to whole numbers for a basis of \
-                        whole numbers, else to 0.001)";
+/// The rules, as the page states them.
+pub const RULE: &str = "a same-run law: the runs' range widened about its geometric middle to \
+                        2× wide (hi / lo), or to 1.25 × the runs' own width where that is more; \
+                        an upper bound: max × 2; a lower bound: min / 2; every end rounded \
+                        outward (to whole numbers for a basis of whole numbers, else to 0.001)";
 
-/// The factor of [`RULE`].
+/// The rule of one kind of band, as chapter 10's table names it.
+pub fn rule(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Law => "the runs' range, widened about its middle to max(2, 1.25 × its width)",
+        Kind::AtMost => "max × 2, no lower end",
+        Kind::AtLeast => "min / 2, no upper end",
+    }
+}
+
+/// The factor of a one-sided bound.
 pub const FACTOR: f64 = 2.0;
+
+/// The least width (hi / lo) of a same-run law's band, and the most it may have unless its
+/// chapter says why.
+pub const LAW_WIDTH: f64 = 2.0;
+
+/// How much wider than its runs a same-run law's band is, where the runs span more than
+/// [`LAW_WIDTH`] / `LAW_MARGIN`.
+pub const LAW_MARGIN: f64 = 1.25;
+
+/// How a run was measured: what else the machine was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Regime {
+    /// Nothing else running: the one-minute load under 0.5 when the run started.
+    Quiet,
+    /// Under a CPU hog of twice the cores, which `measure --hog` starts and stops itself.
+    Loaded,
+    /// The process pinned to one CPU (`taskset -c 0 cargo run -- measure …`).
+    OneCore,
+    /// None of the above: the machine busy with other work (a parallel `cargo test`, a build),
+    /// at the load the line records.
+    Busy,
+}
+
+impl Regime {
+    /// Every regime, in the order the table shows them.
+    pub const ALL: [Regime; 4] = [Regime::Quiet, Regime::Loaded, Regime::OneCore, Regime::Busy];
+
+    /// The regime as a basis line names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::Quiet => "quiet",
+            Regime::Loaded => "loaded",
+            Regime::OneCore => "one-core",
+            Regime::Busy => "busy",
+        }
+    }
+
+    /// The regime a basis line names.
+    pub fn parse(name: &str) -> Option<Regime> {
+        Regime::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The regime of a run about to start in this process: one core where the process may run
+    /// on one CPU only, else loaded where `hog` (the command's own CPU hog) runs, else quiet
+    /// where the load is under 0.5, else busy.
+    pub fn now(hog: bool) -> Regime {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus == 1 {
+            Regime::OneCore
+        } else if hog {
+            Regime::Loaded
+        } else if load_average().is_some_and(|l| l < 0.5) {
+            Regime::Quiet
+        } else {
+            Regime::Busy
+        }
+    }
+}
+
+impl fmt::Display for Regime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The folder of the basis files (`book/bases/`).
 pub const BASES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bases");
@@ -71,6 +153,8 @@ pub struct Run {
     pub value: f64,
     /// `dev` or `release`.
     pub profile: String,
+    /// What else the machine was doing.
+    pub regime: Regime,
     /// The one-minute load average when the run ended.
     pub load: f64,
     /// `YYYY-MM-DD`.
@@ -83,8 +167,8 @@ impl Run {
     /// The run as a line of its file.
     pub fn line(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\t{}",
-            self.value, self.profile, self.load, self.date, self.what
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            self.value, self.profile, self.regime, self.load, self.date, self.what
         )
     }
 }
@@ -110,7 +194,7 @@ pub enum BasisError {
         #[source]
         source: std::io::Error,
     },
-    /// A line is not `value, profile, load, date, what`.
+    /// A line is not `value, profile, regime, load, date, what`.
     #[error("{name}:{line}: {why}")]
     Line {
         /// The file.
@@ -142,8 +226,14 @@ impl Basis {
                 continue;
             }
             let cells: Vec<&str> = line.split('\t').collect();
-            let [value, profile, load, date, what] = cells[..] else {
-                return Err(bad(i + 1, format!("{} cells, want 5", cells.len())));
+            let [value, profile, regime, load, date, what] = cells[..] else {
+                return Err(bad(i + 1, format!("{} cells, want 6", cells.len())));
+            };
+            let Some(regime) = Regime::parse(regime) else {
+                return Err(bad(
+                    i + 1,
+                    format!("regime {regime:?}, want quiet, loaded, one-core or busy"),
+                ));
             };
             let number = |cell: &str, what: &str| {
                 cell.parse::<f64>()
@@ -171,6 +261,7 @@ impl Basis {
             runs.push(Run {
                 value: number(value, "value")?,
                 profile: profile.to_owned(),
+                regime,
                 load: number(load, "load")?,
                 date: date.to_owned(),
                 what: what.to_owned(),
@@ -220,44 +311,96 @@ impl Basis {
         self.runs.iter().all(|r| r.value.fract() == 0.0)
     }
 
-    /// [`RULE`] over the runs: the band's ends.
-    pub fn derived(&self) -> (f64, f64) {
+    /// The rule of `kind` over the runs: the band's ends (`None`: no end on that side).
+    pub fn derived(&self, kind: Kind) -> (Option<f64>, Option<f64>) {
         let (min, max) = self.range();
-        let lo = if min >= 0.0 {
-            min / FACTOR
-        } else {
-            min * FACTOR
+        let (lo, hi) = match kind {
+            Kind::Law => {
+                let middle = (min * max).sqrt();
+                let width = LAW_WIDTH.max(LAW_MARGIN * max / min);
+                (Some(middle / width.sqrt()), Some(middle * width.sqrt()))
+            }
+            Kind::AtMost => (
+                None,
+                Some(if max >= 0.0 {
+                    max * FACTOR
+                } else {
+                    max / FACTOR
+                }),
+            ),
+            Kind::AtLeast => (
+                Some(if min >= 0.0 {
+                    min / FACTOR
+                } else {
+                    min * FACTOR
+                }),
+                None,
+            ),
         };
-        let hi = if max >= 0.0 {
-            max * FACTOR
-        } else {
-            max / FACTOR
+        let whole = self.whole();
+        let down = |x: f64| {
+            if whole {
+                x.floor()
+            } else {
+                (x * 1000.0).floor() / 1000.0
+            }
         };
-        if self.whole() {
-            (lo.floor(), hi.ceil())
-        } else {
-            (
-                (lo * 1000.0).floor() / 1000.0,
-                (hi * 1000.0).ceil() / 1000.0,
-            )
-        }
+        let up = |x: f64| {
+            if whole {
+                x.ceil()
+            } else {
+                (x * 1000.0).ceil() / 1000.0
+            }
+        };
+        (lo.map(down), hi.map(up))
     }
 
-    /// Checks that `band` is [`RULE`] over these runs; the error says what the rule gives.
+    /// Checks that `band` is the rule of its kind over these runs, and that a law's runs are
+    /// all positive; the error says what the rule gives.
     pub fn holds<T: Number>(&self, name: &str, band: &Band<T>) -> Result<(), String> {
-        let (lo, hi) = self.derived();
-        if band.lo.as_f64() == lo && band.hi.as_f64() == hi {
+        if band.kind == Kind::Law && self.range().0 <= 0.0 {
+            return Err(format!(
+                "{name} is a same-run law, but {} holds a run at or below 0",
+                band.basis
+            ));
+        }
+        let want = self.derived(band.kind);
+        if band.ends() == want {
             Ok(())
         } else {
+            let end = |e: Option<f64>| e.map_or(String::new(), show);
             Err(format!(
-                "{name} is {band}, but the rule over {} ({} runs, {}) gives [{}..={}]",
+                "{name} is {band}, but the rule of its kind ({}) over {} ({} runs, {}) gives \
+                 [{}..={}]",
+                rule(band.kind),
                 band.basis,
                 self.runs.len(),
                 self.span(),
-                show(lo),
-                show(hi)
+                end(want.0),
+                end(want.1)
             ))
         }
+    }
+
+    /// Where a figure from elsewhere (an essay's, client-go's) lies among these runs, as the
+    /// tables of figures from elsewhere print it: `24: below all 24 runs here (29 to 45)`. It
+    /// places the figure; it never judges it (that is the harness's verdict).
+    pub fn beside(&self, figure: f64) -> String {
+        let (min, max) = self.range();
+        let n = self.runs.len();
+        let place = if figure < min {
+            format!("below all {n} runs here")
+        } else if figure > max {
+            format!("above all {n} runs here")
+        } else {
+            format!("within the {n} runs here")
+        };
+        format!(
+            "{}: {place} ({} to {})",
+            show((figure * 1e6).round() / 1e6),
+            show(min),
+            show(max)
+        )
     }
 
     /// `min..=max` of the runs, as printed.
@@ -266,7 +409,8 @@ impl Basis {
         format!("{}..={}", show(min), show(max))
     }
 
-    /// One line for chapter 10's table: how many runs, their range, profiles, loads and dates.
+    /// One line for chapter 10's table: how many runs, of which profiles, in which regimes,
+    /// at which loads, on which dates, and their range.
     pub fn summary(&self) -> String {
         let count = |p: &str| self.runs.iter().filter(|r| r.profile == p).count();
         let profiles = match (count("dev"), count("release")) {
@@ -298,6 +442,75 @@ impl Basis {
             self.span()
         )
     }
+
+    /// Each regime's runs, for chapter 10's table: the regime, how many runs of each profile,
+    /// and their min / median / max. Regimes without runs are left out.
+    pub fn regimes(&self) -> Vec<RegimeRuns> {
+        Regime::ALL
+            .into_iter()
+            .filter_map(|regime| {
+                let mut values: Vec<f64> = self
+                    .runs
+                    .iter()
+                    .filter(|r| r.regime == regime)
+                    .map(|r| r.value)
+                    .collect();
+                if values.is_empty() {
+                    return None;
+                }
+                values.sort_by(f64::total_cmp);
+                let of = |p: &str| {
+                    self.runs
+                        .iter()
+                        .filter(|r| r.regime == regime && r.profile == p)
+                        .count()
+                };
+                Some(RegimeRuns {
+                    regime,
+                    dev: of("dev"),
+                    release: of("release"),
+                    min: values[0],
+                    median: values[values.len() / 2],
+                    max: values[values.len() - 1],
+                })
+            })
+            .collect()
+    }
+}
+
+/// One regime's runs of a basis ([`Basis::regimes`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RegimeRuns {
+    /// The regime.
+    pub regime: Regime,
+    /// Runs of the dev profile.
+    pub dev: usize,
+    /// Runs of the release profile.
+    pub release: usize,
+    /// The smallest run.
+    pub min: f64,
+    /// The median run (the upper one of an even count).
+    pub median: f64,
+    /// The largest run.
+    pub max: f64,
+}
+
+impl fmt::Display for RegimeRuns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let profiles = match (self.dev, self.release) {
+            (d, 0) => format!("{d} dev"),
+            (0, r) => format!("{r} release"),
+            (d, r) => format!("{d} dev + {r} release"),
+        };
+        write!(
+            f,
+            "{:<8} {profiles:<18} min {} median {} max {}",
+            self.regime.name(),
+            show(self.min),
+            show(self.median),
+            show(self.max)
+        )
+    }
 }
 
 /// A band's number type, as the rule sees it.
@@ -322,7 +535,8 @@ pub fn show(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")
     } else {
-        let s = format!("{x:.3}");
+        let digits = if x.abs() < 0.01 { 6 } else { 3 };
+        let s = format!("{x:.digits$}");
         s.trim_end_matches('0').to_owned()
     }
 }
@@ -359,7 +573,7 @@ pub fn append(file: &str, header: &str, runs: &[Run]) -> std::io::Result<()> {
         for line in header.lines() {
             writeln!(out, "# {line}")?;
         }
-        writeln!(out, "# value\tprofile\tload\tdate\trun")?;
+        writeln!(out, "# value\tprofile\tregime\tload\tdate\trun")?;
     }
     for r in runs {
         writeln!(out, "{}", r.line())?;
@@ -374,55 +588,100 @@ mod tests {
     fn basis(values: &[f64]) -> Basis {
         let text: String = values
             .iter()
-            .map(|v| format!("{v}\tdev\t3.5\t2026-12-01\tunit test\n"))
+            .map(|v| format!("{v}\tdev\tquiet\t0.3\t2026-12-01\tunit test\n"))
             .collect();
         Basis::parse("unit", &text).unwrap()
     }
 
     #[test]
-    fn the_rule_halves_the_smallest_and_doubles_the_largest_outward() {
-        assert_eq!(basis(&[24.0, 37.0, 31.0]).derived(), (12.0, 74.0));
-        assert_eq!(basis(&[25.0, 29.0]).derived(), (12.0, 58.0)); // 12.5 rounds down
-        assert_eq!(basis(&[0.705, 1.389]).derived(), (0.352, 2.778));
-        assert_eq!(basis(&[-0.5, 101.1]).derived(), (-1.0, 202.2)); // away from zero
-        assert_eq!(basis(&[0.0, 3.0]).derived(), (0.0, 6.0));
+    fn a_bound_doubles_the_largest_or_halves_the_smallest_outward() {
+        let b = basis(&[24.0, 37.0, 31.0]);
+        assert_eq!(b.derived(Kind::AtMost), (None, Some(74.0)));
+        assert_eq!(b.derived(Kind::AtLeast), (Some(12.0), None));
+        assert_eq!(
+            basis(&[25.0, 29.0]).derived(Kind::AtLeast),
+            (Some(12.0), None)
+        ); // 12.5 down
+        assert_eq!(
+            basis(&[0.705, 1.389]).derived(Kind::AtMost),
+            (None, Some(2.778))
+        );
+        assert_eq!(
+            basis(&[-0.5, 101.1]).derived(Kind::AtLeast),
+            (Some(-1.0), None)
+        ); // away from 0
+    }
+
+    #[test]
+    fn a_law_is_two_wide_about_its_middle_or_a_quarter_wider_than_its_runs() {
+        // 0.81..=1.15 spans 1.42×: widened to 2× about √(0.81 × 1.15) = 0.965.
+        let (lo, hi) = basis(&[0.81, 1.15]).derived(Kind::Law);
+        assert_eq!((lo, hi), (Some(0.682), Some(1.365)));
+        // 0.5..=1.5 spans 3×: 3.75× wide.
+        let (lo, hi) = basis(&[0.5, 1.5]).derived(Kind::Law);
+        let (lo, hi) = (lo.unwrap(), hi.unwrap());
+        assert!((hi / lo - 3.75).abs() < 0.01, "{lo} {hi}");
+        assert!(lo < 0.5 && hi > 1.5);
     }
 
     #[test]
     fn a_band_that_is_not_the_rule_over_its_runs_is_named() {
         let b = basis(&[24.0, 37.0]);
-        assert!(b.holds("X", &Band::new(12u32, 74u32, "x")).is_ok());
-        let e = b.holds("X", &Band::new(16u32, 91u32, "x")).unwrap_err();
+        assert!(b.holds("X", &Band::at_most(74u32, "c", "x")).is_ok());
+        let e = b.holds("X", &Band::at_most(91u32, "c", "x")).unwrap_err();
         assert_eq!(
             e,
-            "X is [16..=91], but the rule over x (2 runs, 24..=37) gives [12..=74]"
+            "X is [..=91], but the rule of its kind (max × 2, no lower end) over x (2 runs, \
+             24..=37) gives [..=74]"
         );
+        // The same ends under another kind are another band.
+        assert!(b.holds("X", &Band::at_least(12u32, "c", "x")).is_ok());
+        assert!(b.holds("X", &Band::law(12u32, 74, "c", "x")).is_err());
+        // A law needs positive runs.
+        let e = basis(&[0.0, 3.0])
+            .holds("X", &Band::law(0.0, 6.0, "c", "x"))
+            .unwrap_err();
+        assert!(e.contains("at or below 0"), "{e}");
     }
 
     #[test]
     fn malformed_lines_are_refused_with_their_line() {
-        let e = Basis::parse("f", "# head\n1\tdev\t2\t2026-12-01\n").unwrap_err();
-        assert_eq!(e.to_string(), "f:2: 4 cells, want 5");
-        let e = Basis::parse("f", "x\tdev\t2\t2026-12-01\tr\n").unwrap_err();
+        let e = Basis::parse("f", "# head\n1\tdev\tquiet\t2\t2026-12-01\n").unwrap_err();
+        assert_eq!(e.to_string(), "f:2: 5 cells, want 6");
+        let e = Basis::parse("f", "x\tdev\tquiet\t2\t2026-12-01\tr\n").unwrap_err();
         assert_eq!(e.to_string(), "f:1: value \"x\" is not a number");
-        let e = Basis::parse("f", "1\tdebug\t2\t2026-12-01\tr\n").unwrap_err();
+        let e = Basis::parse("f", "1\tdebug\tquiet\t2\t2026-12-01\tr\n").unwrap_err();
         assert_eq!(e.to_string(), "f:1: profile \"debug\", want dev or release");
-        let e = Basis::parse("f", "1\tdev\t2\t1 Dec\tr\n").unwrap_err();
+        let e = Basis::parse("f", "1\tdev\tcalm\t2\t2026-12-01\tr\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f:1: regime \"calm\", want quiet, loaded, one-core or busy"
+        );
+        let e = Basis::parse("f", "1\tdev\tquiet\t2\t1 Dec\tr\n").unwrap_err();
         assert_eq!(e.to_string(), "f:1: date \"1 Dec\", want YYYY-MM-DD");
         let e = Basis::parse("f", "# only a header\n").unwrap_err();
         assert_eq!(e.to_string(), "f: no runs");
     }
 
     #[test]
-    fn the_summary_counts_profiles_loads_and_dates() {
+    fn the_summary_counts_profiles_loads_and_dates_and_the_regimes_split_the_runs() {
         let b = Basis::parse(
             "f",
-            "3\tdev\t4.5\t2026-11-30\ta\n5\trelease\t9\t2026-12-01\tb\n",
+            "3\tdev\tquiet\t0.2\t2026-11-30\ta\n5\trelease\tloaded\t9\t2026-12-01\tb\n\
+             4\tdev\tloaded\t8\t2026-12-01\tb\n",
         )
         .unwrap();
         assert_eq!(
             b.summary(),
-            "2 runs (1 dev, 1 release), load 4.5-9, 2026-11-30 to 2026-12-01: 3..=5"
+            "3 runs (2 dev, 1 release), load 0.2-9, 2026-11-30 to 2026-12-01: 3..=5"
+        );
+        let regimes: Vec<String> = b.regimes().iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            regimes,
+            [
+                "quiet    1 dev              min 3 median 3 max 3",
+                "loaded   1 dev + 1 release  min 4 median 5 max 5",
+            ]
         );
     }
 }

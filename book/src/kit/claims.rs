@@ -34,6 +34,13 @@ pub enum Figure {
         /// The band, `[lo..=hi]`.
         band: String,
     },
+    /// A run-specific figure shown beside its reference runs and not checked.
+    Shown {
+        /// What the run measured.
+        value: String,
+        /// The reference runs, as printed.
+        reference: String,
+    },
 }
 
 impl fmt::Display for Figure {
@@ -41,6 +48,7 @@ impl fmt::Display for Figure {
         match self {
             Figure::Exact(v) => f.write_str(v),
             Figure::Banded { value, band } => write!(f, "{value} in {band}"),
+            Figure::Shown { value, reference } => write!(f, "{value} ({reference})"),
         }
     }
 }
@@ -52,8 +60,8 @@ pub enum Verdict {
     /// gave a figure, it agrees with this run's.
     Holds,
     /// The claim held on this run, but the essay's figure cannot be held against it: the
-    /// reason says why.
-    NotComparable(&'static str),
+    /// reason says why (and where the figure lies among this book's runs).
+    NotComparable(String),
     /// The claim did not hold, or its result changed: what to review.
     Moved(String),
 }
@@ -128,9 +136,9 @@ impl Row {
     }
 
     /// The same row, its essay figure not comparable with this run's, for `why`.
-    pub fn not_comparable(self, why: &'static str) -> Row {
+    pub fn not_comparable(self, why: impl Into<String>) -> Row {
         Row {
-            verdict: Verdict::NotComparable(why),
+            verdict: Verdict::NotComparable(why.into()),
             ..self
         }
     }
@@ -172,11 +180,18 @@ pub fn markdown(rows: &[Row]) -> String {
 }
 
 /// The one-line summary under the table: how many durable claims held, how many run-specific
-/// figures fell inside their bands, how many essay figures could not be compared, and how many
-/// rows moved.
+/// figures fell inside their bands, how many were shown and not checked, how many essay figures
+/// could not be compared, and how many rows moved.
 pub fn summary(rows: &[Row]) -> String {
     let banded = |r: &Row| matches!(r.this_run, Figure::Banded { .. });
-    let (runs, durable): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| banded(r));
+    let shown = rows
+        .iter()
+        .filter(|r| matches!(r.this_run, Figure::Shown { .. }))
+        .count();
+    let (runs, durable): (Vec<&Row>, Vec<&Row>) = rows
+        .iter()
+        .filter(|r| !matches!(r.this_run, Figure::Shown { .. }))
+        .partition(|r| banded(r));
     let held = |v: &[&Row]| v.iter().filter(|r| !r.failed()).count();
     let mut out = format!(
         "{} of {} durable claims hold; {} of {} run-specific figures inside their bands",
@@ -185,6 +200,11 @@ pub fn summary(rows: &[Row]) -> String {
         held(&runs),
         runs.len(),
     );
+    if shown > 0 {
+        out.push_str(&format!(
+            "; {shown} figures shown beside their reference runs"
+        ));
+    }
     let apart = rows
         .iter()
         .filter(|r| matches!(r.verdict, Verdict::NotComparable(_)))
@@ -206,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_summary_counts_durable_banded_apart_and_moved_rows() {
-        let band = Band::new(10u64, 40, "unit");
+        let band = Band::law(10u64, 40, "unit", "unit");
         let rows = vec![
             Row::exact("a", "01", "s", 0),
             Row::banded("b", "06", "s", band.check("b", 24)).essay("about 24"),

@@ -97,29 +97,43 @@ macro_rules! serves {
             bands: |chapter| bands::pinned($module::$bands, chapter),
         }
     };
+    ($chapter:literal => $module:ident, BANDS, SHOWN) => {
+        serves!($chapter => $module, BANDS = BANDS, SHOWN = SHOWN)
+    };
+    ($chapter:literal => $module:ident, BANDS = $bands:ident, SHOWN = $shown:ident) => {
+        Module {
+            chapter: $chapter,
+            name: stringify!($module),
+            bands: |chapter| {
+                let mut all = bands::pinned($module::$bands, chapter);
+                all.extend(bands::shown($module::$shown, chapter));
+                all
+            },
+        }
+    };
 }
 
 /// Every chapter's experiment module, in chapter order.
 pub const MODULES: &[Module] = &[
     serves!("00-introduction.md" => intro, BANDS),
-    serves!("01-two-small-sets.md" => workqueue, BANDS),
+    serves!("01-two-small-sets.md" => workqueue, BANDS, SHOWN),
     serves!("02-forget-is-not-done.md" => workqueue),
     serves!("03-realfifo.md" => fifo),
     serves!("04-resync.md" => resync),
     serves!("05-method.md" => method),
-    serves!("06-deduplication.md" => burst, BANDS),
+    serves!("06-deduplication.md" => burst, BANDS, SHOWN),
     serves!("07-edge-triggered-bill.md" => edge),
     serves!("08-where-the-rule-is-written.md" => status_hatch),
     serves!("09-spoken-drills.md" => drills),
     serves!("10-what-varies.md" => bands),
-    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS = STORM_BANDS),
+    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS = STORM_BANDS, SHOWN = STORM_SHOWN),
     serves!("11-what-differs-on-kube-rs.md" => kube_runtime),
     serves!("11-what-running-kube-rs-found.md" => kube_runtime, BANDS = FINDINGS_BANDS),
     serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
     serves!("13-when-upstream-moves.md" => moved),
-    serves!("14-on-a-real-api-server.md" => real_server, BANDS),
+    serves!("14-on-a-real-api-server.md" => real_server, BANDS, SHOWN),
     serves!("15-the-second-replica.md" => second_replica, BANDS),
     serves!("16-deletion.md" => deletion),
     serves!("17-first-write.md" => first_write),
-    serves!("18-many-workers.md" => many_workers, BANDS),
+    serves!("18-many-workers.md" => many_workers, BANDS, SHOWN),
 ];

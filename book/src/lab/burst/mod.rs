@@ -55,7 +55,7 @@ use controlloop::controller::{Context, ReconcileResult, Release, Request};
 pub use crate::lab::rig::{
     Backend, Burst, Fixture, Informer, Observation, Recorder, RigError, Target,
 };
-pub use bands::ALL as BANDS;
+pub use bands::{ALL as BANDS, SHOWN};
 pub use ch06::{run_real, run_virtual};
 pub use controlloop::controller::Controller;
 pub use report::{Report, Table, millis as report_millis};

@@ -274,7 +274,7 @@ pub fn real_table(reports: &[Report]) -> String {
     let _ = writeln!(
         out,
         "every row: events = writes and final = the last value written (exact), and\n  \
-         {:<53} in {}\n  {:<53} in {}\n  {:<53} in {}\n\
+         {:<53} in {}\n  {:<53} {}\n  {:<53} in {}\n\
          (reconcile: the larger of the cost and the median reconcile's duration; behind in fact:\n\
          that median outlasted the writes' mean interval)",
         "reconciles / min(writes, span / reconcile + 1)",
@@ -301,7 +301,7 @@ pub fn real_table(reports: &[Report]) -> String {
         );
         assert!(r.ended_on_final_value(), "ended on a stale value: {r:?}");
         bands::REAL_RECONCILE_RATIO.check("reconciles / expected", reconcile_ratio(r));
-        bands::REAL_WRITE_OVERHEAD_MS.check("span / writes - gap (ms)", write_overhead_ms(r));
+        bands::REAL_WRITE_OVERHEAD_MS.show(write_overhead_ms(r));
         bands::REAL_CONVERGE_OVERHEAD_MS.check("converge - cost (ms)", converge_overhead_ms(r));
         let collapse = if r.cost > r.gap {
             assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");

@@ -61,6 +61,8 @@ pub mod storm;
 pub use bands::FINDINGS as FINDINGS_BANDS;
 /// The bands the storm part of chapter 11 pins (chapter 10's table).
 pub use bands::STORM as STORM_BANDS;
+/// The figures the storm part of chapter 11 shows and does not check.
+pub use bands::STORM_SHOWN;
 pub use ch11::{run_findings, run_findings_real, run_semantics, run_storm, run_storm_real};
 
 use std::{fmt::Write as _, sync::Arc, time::Duration};

@@ -470,6 +470,28 @@ pub fn band(name: &str) -> Band<f64> {
         .unwrap_or_else(|| panic!("no band {name}"))
 }
 
+/// Whether this process may run on two CPUs or more (`available_parallelism`, which follows
+/// the process's CPU affinity): the claim that a burning reconcile leaves the informer hearing
+/// writes needs a second CPU for the runtime's second thread.
+pub fn two_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+/// Checks one figure of a run against its band (panics with the band's message outside it).
+/// On a process that may use one CPU only, the share heard during a reconcile is shown beside
+/// its one-core runs instead, and one line says so: there the claim does not hold.
+pub fn check(name: &str, value: f64) {
+    let heard = name.ends_with("CPU_HEARD_DURING_RECONCILE");
+    if heard && !two_cpus() {
+        let shown = bands::CPU_HEARD_DURING_RECONCILE_ONE_CORE.show(value);
+        eprintln!(
+            "{name} not checked: this process may use one CPU, and its claim needs two ({shown})"
+        );
+        return;
+    }
+    band(name).check(name, value);
+}
+
 /// The durable claims of any run, exact: every write's event reached the controller and the
 /// second handler, the controller ended on the last value (in the cache too), and no two
 /// reconciles of the object ran at once.
@@ -500,7 +522,7 @@ pub fn check_pairs(pairs: &[(CpuRun, CpuRun)]) {
     for run in pairs.iter().flat_map(|(sleep, burn)| [sleep, burn]) {
         check_durable(run); // every event heard, ended on 200, never two reconciles at once
         for (name, value) in figures(run) {
-            band(name).check(name, value); // the five figures, each in its band
+            check(name, value); // the five figures, each in its band (the share: on two CPUs)
         }
     }
     // book: end ch18_cpu_check
@@ -576,7 +598,7 @@ pub fn one_thread_runs() -> (CpuRun, [CpuRun; 2], Vec<String>) {
             let prefix = format!("{name} = {value} is outside its band {band}");
             assert!(fired.starts_with(&prefix), "{fired}");
             let above = name != "CPU_HEARD_DURING_RECONCILE"; // that one is 0, below its band
-            assert_eq!(value > band.hi, above, "{name}");
+            assert_eq!(band.hi.is_some_and(|hi| value > hi), above, "{name}");
             fired
         })
         .collect();
@@ -589,7 +611,7 @@ pub fn one_thread_runs() -> (CpuRun, [CpuRun; 2], Vec<String>) {
         let r = storm(ONE_THREAD_COST_MS, work, Threads::One);
         check_durable(&r);
         for (name, value) in figures(&r) {
-            band(name).check(name, value);
+            check(name, value);
         }
         r
     });

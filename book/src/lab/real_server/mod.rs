@@ -58,7 +58,7 @@ use std::fmt::Write as _;
 
 use crate::kit::{measured, snap};
 use crate::lab::rig::real::{Instance, or_skip};
-pub use bands::BANDS;
+pub use bands::{BANDS, SHOWN};
 use conformance::{KNOWN, differences::reconcile};
 use latency::time_writes;
 use versions::{UPDATES, rv_check};
@@ -190,10 +190,14 @@ pub fn storms_record(s: &storms::Storms) {
     );
     let mut checked = std::collections::BTreeMap::<&str, String>::new();
     for (name, value) in s.values() {
-        checked.insert(name, bands::band(name).check(name, value).to_string());
+        let pinned = match bands::SHOWN.iter().find(|(n, _)| *n == name) {
+            Some((_, reference)) => reference.show(value).to_string(),
+            None => format!("in {}", bands::band(name).check(name, value)),
+        };
+        checked.insert(name, pinned);
     }
-    for (name, band) in &checked {
-        let _ = writeln!(text, "  {name:<38} in {band}");
+    for (name, pinned) in &checked {
+        let _ = writeln!(text, "  {name:<38} {pinned}");
     }
     snap::text("ch14_storms", text);
     let mut m = String::from(

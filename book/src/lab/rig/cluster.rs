@@ -64,6 +64,10 @@ pub enum Backend {
     /// The embedded API server called in-process (its router as a tower `Service` behind
     /// `kube::Client::new`): no socket, everything in memory, so it runs under virtual time.
     InProcess,
+    /// The embedded API server in-process, every watch event delivered this long after its
+    /// write (`Cluster::delay_watch_events`): a watch that lags, the broken variant the latency
+    /// bounds fire on.
+    InProcessBehind(Duration),
     /// The embedded API server on a 127.0.0.1 socket, over HTTP: the real list/watch path.
     Http,
     /// A real cluster, through this kubeconfig file (its current context). Real clock only.
@@ -83,8 +87,11 @@ impl Target {
     /// Starts (or connects to) the backend.
     pub async fn start(backend: &Backend) -> Result<Target, RigError> {
         match backend {
-            Backend::InProcess => {
+            Backend::InProcess | Backend::InProcessBehind(_) => {
                 let cluster = Cluster::new(ServerOptions::default());
+                if let Backend::InProcessBehind(delay) = backend {
+                    cluster.delay_watch_events(*delay);
+                }
                 Ok(Target {
                     client: cluster.in_process_client(),
                     cluster: Some(cluster),

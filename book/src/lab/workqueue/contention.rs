@@ -13,8 +13,10 @@
 //!   machine: that run carries the durable claim "0 through the queue, more than 0 through the
 //!   channel".
 //! - [`ch01_contention_real`]: client-go's shape under the real clock on two threads, for its
-//!   figures. How often the channel hands a held key out depends on the scheduler (runs of it
-//!   have seen 0), so that number is only banded ([`bands`]).
+//!   figures. How far the queue merges and how often the channel hands a held key out depend
+//!   on the machine and the scheduler (runs of the channel have seen 0), so both are shown
+//!   beside their reference runs and not checked ([`bands`]); the same-run law (at least one
+//!   reconcile per key, fewer reconciles than adds) is asserted on every run.
 //!
 //! # Invariants
 //!
@@ -27,7 +29,7 @@ use controlloop::workqueue::{Claim, broken::QueueWithoutProcessingSet};
 
 use crate as controlloop_book;
 use crate::kit::{
-    band::{Band, InBand},
+    band::{Reference, Shown},
     measured, snap,
 };
 
@@ -270,46 +272,44 @@ pub fn ch01_contention_real() {
         assert_eq!(queue.violations, 0);
         assert!(KEYS as u64 <= queue.reconciles && queue.reconciles < ADDS as u64);
         assert_eq!(channel.reconciles, ADDS as u64);
-        // Run-specific: how far the queue coalesced, and how often the channel handed a held key
-        // out, depend on the scheduler. Bands, not claims.
-        bands::QUEUE_RECONCILES.check("queue reconciles", queue.reconciles);
-        bands::CHANNEL_VIOLATIONS.check("channel violations", channel.violations);
+        // How far the queue merges, and how often the channel hands a held key out, are the
+        // machine's doing: shown beside the reference runs, not checked.
+        let per_add = queue.reconciles as f64 / ADDS as f64;
+        bands::QUEUE_RECONCILES_PER_ADD.show(per_add);
+        bands::CHANNEL_VIOLATIONS.show(channel.violations);
     }
     controlloop_book::lab::workqueue::contention::record_real(&queue_runs, &channel_runs);
     // book: end ch01_contention_real
 }
 
-/// The essay's figures beside the real-clock run's bands, not comparable with them (snapshot
-/// `ch01_essay`).
+/// The essay's figures beside this harness's reference runs, with the verdict the harnesses
+/// allow (snapshot `ch01_essay`).
 pub fn ch01_essay() {
     // book: ch01_essay
-    use controlloop_book::lab::workqueue::contention::bands;
+    use controlloop_book::kit::basis::Basis;
+    use controlloop_book::lab::workqueue::contention::{ADDS, bands};
     use std::fmt::Write;
     // The essay's figures: Go, under its race detector, with more work per reconcile.
     let essay_queue_reconciles = 148_497;
     let essay_channel_violations = 21_940;
 
-    // Another harness: its figures stand beside this harness's bands, not inside or outside.
-    let verdict = "not comparable: the harnesses differ";
-    let mut table = format!("{:<18} {:>7}   {:<15} verdict\n", "figure", "essay", "band");
-    for (figure, value, band) in [
+    // Another harness: its figures are placed among this harness's runs, and not judged by them.
+    let why = "not comparable: the harnesses differ";
+    let mut table = String::new();
+    for (figure, value, basis) in [
         (
-            "queue reconciles",
-            essay_queue_reconciles,
-            bands::QUEUE_RECONCILES,
+            "queue reconciles per add",
+            essay_queue_reconciles as f64 / ADDS as f64,
+            bands::QUEUE_RECONCILES_PER_ADD.basis,
         ),
         (
             "channel violations",
-            essay_channel_violations,
-            bands::CHANNEL_VIOLATIONS,
+            essay_channel_violations as f64,
+            bands::CHANNEL_VIOLATIONS.basis,
         ),
     ] {
-        writeln!(
-            table,
-            "{figure:<18} {value:>7}   {:<15} {verdict}",
-            band.to_string()
-        )
-        .unwrap();
+        let runs = Basis::of_file(basis).expect("the runs of this harness");
+        writeln!(table, "{figure}: {}; {why}", runs.beside(value)).unwrap();
     }
     controlloop_book::kit::snap::text("ch01_essay", table);
     // book: end ch01_essay
@@ -334,23 +334,37 @@ pub fn record_virtual(queue: Counts, broken: Counts, channel: Counts, adds: usiz
     snap::text("ch01_contention_virtual", table);
 }
 
-/// Bands for the real-clock run. The durable claims (0 violations through the queue, one
-/// reconcile per add through the channel) are asserted exactly and are not here.
+/// The real-clock run's checks. The durable claims (0 violations through the queue, one
+/// reconcile per add through the channel, at least one reconcile per key) are asserted exactly
+/// and are not here.
 pub mod bands {
-    use crate::kit::band::Band;
+    use crate::kit::band::{Band, Reference};
 
-    /// Queue reconciles out of 320,000 adds. Durable, and asserted beside the band: at least
-    /// one per key (64), fewer than the adds. How many between swings with how often the
-    /// workers keep pace with the producer.
-    pub const QUEUE_RECONCILES: Band<u64> = Band::new(32, 3_248, "book/bases/queue_reconciles.tsv");
-    /// Channel same-key violations. Its runs include 0, so "more than 0" is claimed by the
-    /// fixed-schedule run, not here.
-    pub const CHANNEL_VIOLATIONS: Band<u64> =
-        Band::new(1_459, 29_734, "book/bases/channel_violations.tsv");
+    /// The queue's reconciles per add, out of 320,000 adds over 64 keys: shown, not checked.
+    /// How far the queue merges swings with how often the workers keep pace with the producer,
+    /// which is the machine's doing (quiet runs of its file fall into two groups, near 0.0003
+    /// and from 0.01 to 0.022). That it merges at all is the same-run law asserted on every
+    /// run: at least one reconcile per key, fewer reconciles than adds.
+    pub const QUEUE_RECONCILES_PER_ADD: Reference = Reference::new(
+        "the queue's reconciles per add",
+        "the same-run law asserted on every run: 64 <= reconciles < adds",
+        "book/bases/queue_reconciles_per_add.tsv",
+    );
+    /// Channel same-key violations: shown, not checked. Its runs include 0, so "more than 0" is
+    /// carried by the fixed-schedule run under virtual time.
+    pub const CHANNEL_VIOLATIONS: Reference = Reference::new(
+        "how often a channel handed a held key to a second worker",
+        "the fixed-schedule run under virtual time (more than 0 through the channel, exactly)",
+        "book/bases/channel_violations.tsv",
+    );
 
-    /// Every band of the harness, by name, for the book's table of bands.
-    pub const ALL: &[(&str, Band<u64>)] = &[
-        ("QUEUE_RECONCILES", QUEUE_RECONCILES),
+    /// Every band of the harness, by name, for the book's table of bands: none, for no figure of
+    /// this harness survives every machine.
+    pub const ALL: &[(&str, Band<f64>)] = &[];
+
+    /// Every figure shown and not checked, by name.
+    pub const SHOWN: &[(&str, Reference)] = &[
+        ("QUEUE_RECONCILES_PER_ADD", QUEUE_RECONCILES_PER_ADD),
         ("CHANNEL_VIOLATIONS", CHANNEL_VIOLATIONS),
     ];
 }
@@ -363,12 +377,20 @@ struct Pinned {
     violations: Figure,
 }
 
-/// A durable number (exact) or a run-specific one (its band).
+/// The queue's real-clock runs, as the snapshot pins them.
+#[derive(Debug, serde::Serialize)]
+struct PinnedQueue {
+    adds: usize,
+    reconciles_per_add: Shown<f64>,
+    violations: Figure,
+}
+
+/// A durable number (exact) or a run-specific one (its reference runs).
 #[derive(Debug, serde::Serialize)]
 #[serde(untagged)]
 enum Figure {
     Exact(u64),
-    Band(InBand<u64>),
+    Shown(Shown<u64>),
 }
 
 impl Figure {
@@ -379,16 +401,20 @@ impl Figure {
         Figure::Exact(first)
     }
 
-    /// The band every run fell in; panics with the band's message for the first that did not.
-    fn banded(
-        runs: &[(Counts, Duration)],
-        band: Band<u64>,
-        what: &str,
-        f: fn(&Counts) -> u64,
-    ) -> Figure {
-        let checked: Vec<_> = runs.iter().map(|(c, _)| band.check(what, f(c))).collect();
-        Figure::Band(checked[0])
+    /// Every run's figure shown beside the reference runs (nothing checked).
+    fn shown(runs: &[(Counts, Duration)], reference: Reference, f: fn(&Counts) -> u64) -> Figure {
+        let shown: Vec<_> = runs.iter().map(|(c, _)| reference.show(f(c))).collect();
+        Figure::Shown(shown[0])
     }
+}
+
+/// Every run's reconciles per add, shown beside the reference runs (nothing checked).
+fn per_add_shown(runs: &[(Counts, Duration)], reference: Reference) -> Shown<f64> {
+    let shown: Vec<_> = runs
+        .iter()
+        .map(|(c, _)| reference.show(c.reconciles as f64 / ADDS as f64))
+        .collect();
+    shown[0]
 }
 
 /// Writes the real-clock runs' snapshot (durable numbers exact, run-specific ones as their
@@ -396,26 +422,19 @@ impl Figure {
 pub fn record_real(queue: &[(Counts, Duration)], channel: &[(Counts, Duration)]) {
     #[derive(serde::Serialize)]
     struct Report {
-        queue: Pinned,
+        queue: PinnedQueue,
         channel: Pinned,
     }
     let report = Report {
-        queue: Pinned {
+        queue: PinnedQueue {
             adds: ADDS,
-            reconciles: Figure::banded(queue, bands::QUEUE_RECONCILES, "queue reconciles", |c| {
-                c.reconciles
-            }),
+            reconciles_per_add: per_add_shown(queue, bands::QUEUE_RECONCILES_PER_ADD),
             violations: Figure::exact(queue, "queue violations", |c| c.violations),
         },
         channel: Pinned {
             adds: ADDS,
             reconciles: Figure::exact(channel, "channel reconciles", |c| c.reconciles),
-            violations: Figure::banded(
-                channel,
-                bands::CHANNEL_VIOLATIONS,
-                "channel violations",
-                |c| c.violations,
-            ),
+            violations: Figure::shown(channel, bands::CHANNEL_VIOLATIONS, |c| c.violations),
         },
     };
     let written = measured::record("ch01_contention_real", measured_table(queue, channel));

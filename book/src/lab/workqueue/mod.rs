@@ -50,7 +50,7 @@ pub use backoff::{
 };
 pub use coalescing::{ch01_coalescing, ch01_controller_queue};
 /// The bands chapter 01's real-clock contention run pins (chapter 10's table).
-pub use contention::bands::ALL as BANDS;
+pub use contention::bands::{ALL as BANDS, SHOWN};
 pub use contention::{ch01_contention_real, ch01_contention_virtual, ch01_essay};
 
 use std::time::Duration;
