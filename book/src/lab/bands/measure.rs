@@ -321,7 +321,7 @@ fn kube_run() -> Vec<Value> {
             sweeps::reconcile_ratio(&r),
             &what,
         ));
-        if r.cost <= r.gap {
+        if r.cost <= r.gap && !r.behind_in_fact() {
             out.push(value(
                 "kube_real_collapse_at_or_below_gap",
                 r.collapse,

@@ -265,9 +265,19 @@ pub fn storm_real_record(ours: &Report, kube: &Report, sweeps: &[Report]) {
         );
         let ratio = round3(r.reconciles as f64 / expected_reconciles(r));
         let collapse = if r.cost <= r.gap {
-            bands::KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP
-                .check("collapse", r.collapse)
-                .to_string()
+            let band = bands::KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP;
+            if r.behind_in_fact() {
+                // As chapter 06's sweeps: a cheap reconcile whose median run outlasted the
+                // writes' mean interval was behind after all, so it merged, and the bound
+                // (whose claim is about a reconciler that keeps up) does not apply.
+                assert!(
+                    r.collapse > 1.0,
+                    "behind in fact, yet nothing merged: {r:?}"
+                );
+                band.to_string()
+            } else {
+                band.check("collapse", r.collapse).to_string()
+            }
         } else {
             assert!(r.collapse > 1.0, "behind, yet nothing merged: {r:?}");
             "> 1 (asserted)".to_owned()
