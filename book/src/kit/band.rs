@@ -289,17 +289,6 @@ impl<T: Number> Band<T> {
             Ok(_) => unreachable!("{value} is outside {self}"),
         }
     }
-
-    /// The `f64` view of this band (for tables that list bands of several number types).
-    pub fn as_f64(&self) -> Band<f64> {
-        Band {
-            kind: self.kind,
-            lo: self.lo.map(Number::as_f64),
-            hi: self.hi.map(Number::as_f64),
-            claim: self.claim,
-            basis: self.basis,
-        }
-    }
 }
 
 /// The firings of a chapter's block as a Markdown table for its measured values

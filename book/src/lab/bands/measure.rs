@@ -44,11 +44,6 @@ impl Hog {
             .collect();
         Hog { stop, threads }
     }
-
-    /// How many threads spin.
-    pub fn threads(&self) -> usize {
-        self.threads.len()
-    }
 }
 
 impl Drop for Hog {
