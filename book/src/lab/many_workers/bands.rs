@@ -67,7 +67,7 @@ pub const REAL_CPU_RECONCILE_RATIO: Band<f64> = Band::law(
 );
 /// The median write-to-handler latency on the real control plane, ms. An upper bound.
 pub const REAL_CPU_EVENT_P50_MS: Band<f64> = Band::at_most(
-    9.832,
+    11.956,
     "kube-apiserver's watch delivers a write within milliseconds while a reconcile burns",
     "book/bases/real_cpu_event_p50_ms.tsv",
 );
@@ -81,7 +81,7 @@ pub const REAL_CPU_EVENT_P99_MS: Band<f64> = Band::at_most(
 /// The median write-to-reconcile latency on the real control plane, in reconcile costs. An
 /// upper bound.
 pub const REAL_CPU_RECONCILE_P50_PER_COST: Band<f64> = Band::at_most(
-    1.546,
+    1.942,
     "on kube-apiserver, a write is reconciled within about one reconcile's cost",
     "book/bases/real_cpu_reconcile_p50_per_cost.tsv",
 );

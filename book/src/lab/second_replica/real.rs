@@ -214,14 +214,14 @@ pub mod bands {
     /// by the run, the takeover is a same-run law. Its lower end is the safety claim (no one
     /// leads before the crashed leader's lease has run out), its upper end the liveness one.
     pub const REAL_LEASE_TAKEOVER_AFTER_CRASH_MS: Band<u64> = Band::law(
-        2513,
-        5027,
+        2517,
+        5035,
         "after a crash, the other replica takes over once the lease has run out, and not before",
         "book/bases/real_lease_takeover_after_crash_ms.tsv",
     );
     /// Milliseconds from `a` releasing the Lease to `b` leading. An upper bound.
     pub const REAL_LEASE_TAKEOVER_AFTER_RELEASE_MS: Band<u64> = Band::at_most(
-        1040,
+        1108,
         "after a release, the other replica takes over at its next poll, well within a lease",
         "book/bases/real_lease_takeover_after_release_ms.tsv",
     );
