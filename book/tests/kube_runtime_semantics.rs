@@ -6,9 +6,8 @@ use std::time::Duration;
 use controlloop::controller::Release;
 use controlloop_book::lab::kube_runtime::{
     Log, Runtime,
-    ch11::retry_delays,
     drift::{self, Remedy},
-    semantics,
+    semantics::{self, retry_delays},
 };
 
 const SEC: Duration = Duration::from_secs(1);

@@ -40,30 +40,8 @@
 
 use std::fmt;
 
-use super::basis::{self, Number};
-
-/// Which claim a band carries, and so which ends it has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum Kind {
-    /// A same-run law: a ratio of two figures of the same run. Two ends, at most
-    /// [`basis::LAW_WIDTH`] apart (hi / lo) unless its chapter says why.
-    Law,
-    /// An upper bound only: a latency, a cost, a collapse where the reconciler keeps up.
-    AtMost,
-    /// A lower bound only: a share the claim keeps large.
-    AtLeast,
-}
-
-impl Kind {
-    /// The kind as chapter 10's table names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Law => "same-run law",
-            Kind::AtMost => "upper bound",
-            Kind::AtLeast => "lower bound",
-        }
-    }
-}
+pub use super::basis::Kind;
+use super::basis::{self, Basis, BasisError, Number};
 
 /// The ends a measured value must lie within, the claim they carry, and the runs they were
 /// derived from.
@@ -291,6 +269,41 @@ impl<T: Number> Band<T> {
     }
 }
 
+/// What ties a band to its basis: reading its runs, and checking its ends are the rule over them.
+impl Basis {
+    /// Reads the file a band's `basis` names (`book/bases/NAME.tsv`).
+    pub fn of<T>(band: &Band<T>) -> Result<Basis, BasisError> {
+        Basis::of_file(band.basis)
+    }
+
+    /// Checks that `band` is the rule of its kind over these runs, and that a law's runs are
+    /// all positive; the error says what the rule gives.
+    pub fn holds<T: Number>(&self, name: &str, band: &Band<T>) -> Result<(), String> {
+        if band.kind == Kind::Law && self.range().0 <= 0.0 {
+            return Err(format!(
+                "{name} is a same-run law, but {} holds a run at or below 0",
+                band.basis
+            ));
+        }
+        let want = self.derived(band.kind);
+        if band.ends() == want {
+            Ok(())
+        } else {
+            let end = |e: Option<f64>| e.map_or(String::new(), basis::show);
+            Err(format!(
+                "{name} is {band}, but the rule of its kind ({}) over {} ({} runs, {}) gives \
+                 [{}..={}]",
+                basis::rule(band.kind),
+                band.basis,
+                self.runs.len(),
+                self.span(),
+                end(want.0),
+                end(want.1)
+            ))
+        }
+    }
+}
+
 /// The firings of a chapter's block as a Markdown table for its measured values
 /// ([`crate::kit::measured::record`]): each band, the broken run, its value and how far outside
 /// it landed. The margins are this run's, so they go beside the snapshot, never into it.
@@ -471,6 +484,26 @@ pub fn redaction(band: Band<f64>) -> insta::internals::Redaction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_band_that_is_not_the_rule_over_its_runs_is_named() {
+        let b = Basis::of_values(&[24.0, 37.0]);
+        assert!(b.holds("X", &Band::at_most(74u32, "c", "x")).is_ok());
+        let e = b.holds("X", &Band::at_most(91u32, "c", "x")).unwrap_err();
+        assert_eq!(
+            e,
+            "X is [..=91], but the rule of its kind (max × 2, no lower end) over x (2 runs, \
+             24..=37) gives [..=74]"
+        );
+        // The same ends under another kind are another band.
+        assert!(b.holds("X", &Band::at_least(12u32, "c", "x")).is_ok());
+        assert!(b.holds("X", &Band::law(12u32, 74, "c", "x")).is_err());
+        // A law needs positive runs.
+        let e = Basis::of_values(&[0.0, 3.0])
+            .holds("X", &Band::law(0.0, 6.0, "c", "x"))
+            .unwrap_err();
+        assert!(e.contains("at or below 0"), "{e}");
+    }
 
     const B: Band<u64> = Band::law(20, 28, "unit", "unit test");
     const UP: Band<f64> = Band::at_most(5.0, "unit: small", "unit test");

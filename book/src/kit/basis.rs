@@ -1,7 +1,7 @@
 //! Bases: the runs a real-clock band is derived from, committed as raw data, and the rule of
 //! each kind of band that turns them into its ends.
 //!
-//! A run-specific number is checked against a [`Band`]. Where the band comes from is not a
+//! A run-specific number is checked against a band. Where the band comes from is not a
 //! sentence: it is a file, `book/bases/NAME.tsv`, with one line per measured run, and the band
 //! is the rule of its [`Kind`] applied to those lines. The band's `basis` names the file. A
 //! test (`book/tests/bases.rs`) holds every committed band equal to the rule over its file, so a
@@ -15,7 +15,7 @@
 //! them, without their bands), and records the regime itself:
 //!
 //! ```
-//! use controlloop_book::kit::{band::Kind, basis::Basis};
+//! use controlloop_book::kit::basis::{Basis, Kind};
 //!
 //! let basis = Basis::parse(
 //!     "example",
@@ -48,13 +48,34 @@
 
 use std::{fmt, fs, path::PathBuf};
 
-use super::band::{Band, Kind};
-
 /// The rules, as the page states them.
 pub const RULE: &str = "a same-run law: the runs' range widened about its geometric middle to \
                         2× wide (hi / lo), or to 1.25 × the runs' own width where that is more; \
                         an upper bound: max × 2; a lower bound: min / 2; every end rounded \
                         outward (to whole numbers for a basis of whole numbers, else to 0.001)";
+
+/// Which claim a band carries, and so which ends it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Kind {
+    /// A same-run law: a ratio of two figures of the same run. Two ends, at most
+    /// [`LAW_WIDTH`] apart (hi / lo) unless its chapter says why.
+    Law,
+    /// An upper bound only: a latency, a cost, a collapse where the reconciler keeps up.
+    AtMost,
+    /// A lower bound only: a share the claim keeps large.
+    AtLeast,
+}
+
+impl Kind {
+    /// The kind as chapter 10's table names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Law => "same-run law",
+            Kind::AtMost => "upper bound",
+            Kind::AtLeast => "lower bound",
+        }
+    }
+}
 
 /// The rule of one kind of band, as chapter 10's table names it.
 pub fn rule(kind: Kind) -> &'static str {
@@ -276,11 +297,6 @@ impl Basis {
         })
     }
 
-    /// Reads the file a band's `basis` names (`book/bases/NAME.tsv`).
-    pub fn of<T>(band: &Band<T>) -> Result<Basis, BasisError> {
-        Basis::of_file(band.basis)
-    }
-
     /// Reads the file a `basis` names (`book/bases/NAME.tsv`).
     pub fn of_file(basis: &'static str) -> Result<Basis, BasisError> {
         let file = basis
@@ -353,33 +369,6 @@ impl Basis {
             }
         };
         (lo.map(down), hi.map(up))
-    }
-
-    /// Checks that `band` is the rule of its kind over these runs, and that a law's runs are
-    /// all positive; the error says what the rule gives.
-    pub fn holds<T: Number>(&self, name: &str, band: &Band<T>) -> Result<(), String> {
-        if band.kind == Kind::Law && self.range().0 <= 0.0 {
-            return Err(format!(
-                "{name} is a same-run law, but {} holds a run at or below 0",
-                band.basis
-            ));
-        }
-        let want = self.derived(band.kind);
-        if band.ends() == want {
-            Ok(())
-        } else {
-            let end = |e: Option<f64>| e.map_or(String::new(), show);
-            Err(format!(
-                "{name} is {band}, but the rule of its kind ({}) over {} ({} runs, {}) gives \
-                 [{}..={}]",
-                rule(band.kind),
-                band.basis,
-                self.runs.len(),
-                self.span(),
-                end(want.0),
-                end(want.1)
-            ))
-        }
     }
 
     /// Where a figure from elsewhere (an essay's, client-go's) lies among these runs, as the
@@ -582,15 +571,23 @@ pub fn append(file: &str, header: &str, runs: &[Run]) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn basis(values: &[f64]) -> Basis {
+impl Basis {
+    /// A basis of `values`, each a quiet dev run (for unit tests).
+    pub(crate) fn of_values(values: &[f64]) -> Basis {
         let text: String = values
             .iter()
             .map(|v| format!("{v}\tdev\tquiet\t0.3\t2026-12-01\tunit test\n"))
             .collect();
         Basis::parse("unit", &text).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basis(values: &[f64]) -> Basis {
+        Basis::of_values(values)
     }
 
     #[test]
@@ -622,26 +619,6 @@ mod tests {
         let (lo, hi) = (lo.unwrap(), hi.unwrap());
         assert!((hi / lo - 3.75).abs() < 0.01, "{lo} {hi}");
         assert!(lo < 0.5 && hi > 1.5);
-    }
-
-    #[test]
-    fn a_band_that_is_not_the_rule_over_its_runs_is_named() {
-        let b = basis(&[24.0, 37.0]);
-        assert!(b.holds("X", &Band::at_most(74u32, "c", "x")).is_ok());
-        let e = b.holds("X", &Band::at_most(91u32, "c", "x")).unwrap_err();
-        assert_eq!(
-            e,
-            "X is [..=91], but the rule of its kind (max × 2, no lower end) over x (2 runs, \
-             24..=37) gives [..=74]"
-        );
-        // The same ends under another kind are another band.
-        assert!(b.holds("X", &Band::at_least(12u32, "c", "x")).is_ok());
-        assert!(b.holds("X", &Band::law(12u32, 74, "c", "x")).is_err());
-        // A law needs positive runs.
-        let e = basis(&[0.0, 3.0])
-            .holds("X", &Band::law(0.0, 6.0, "c", "x"))
-            .unwrap_err();
-        assert!(e.contains("at or below 0"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::{fmt::Write as _, time::Duration};
 use super::{
     Clock, Params, Report, Variant, bands,
     priority::{Objects, StormAndList, storm_and_initial_list},
-    sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table},
+    sweeps::{self, ClaimFailed, Sweep, check_claims, rows_table, sweep_snapshot},
 };
 use crate::kit::{measured, recorded::Recording, snap};
 use crate::lab::rig::{self, ESSAY};
@@ -132,20 +132,6 @@ pub fn essay_real_text(r: &Report) -> String {
 
 fn show(v: Option<u64>) -> String {
     v.map_or("none".into(), |v| v.to_string())
-}
-
-/// The snapshot name of a sweep's table.
-pub fn sweep_snapshot(sweep: Sweep, clock: Clock) -> String {
-    let s = match sweep {
-        Sweep::Cost => "cost",
-        Sweep::Writes => "writes",
-        Sweep::Gap => "gap",
-    };
-    let c = match clock {
-        Clock::Virtual => "virtual",
-        Clock::Real => "real",
-    };
-    format!("ch06_{s}_sweep_{c}")
 }
 
 /// Runs one virtual-time sweep, checks every run's durable claims and that reconciles follow

@@ -9,9 +9,9 @@
 use crate::kit::plot::{Figure, Scale, SeriesLabelPosition, plain};
 
 use super::{
-    Clock, Report, bands, ch06,
+    Clock, Report, bands,
     report::millis,
-    sweeps::{Sweep, expected_reconciles},
+    sweeps::{Sweep, expected_reconciles, sweep_snapshot},
 };
 
 /// The figure of one sweep's runs (all under one clock), named after its snapshot.
@@ -83,7 +83,7 @@ pub fn sweep_figure(sweep: Sweep, reports: &[Report]) -> Figure {
         Clock::Real => ("real clock over HTTP, this run", "reconciles, this run"),
     };
     let mut figure = Figure::new(
-        ch06::sweep_snapshot(sweep, clock).replace("_virtual", ""),
+        sweep_snapshot(sweep, clock).replace("_virtual", ""),
         format!("Reconciles against {what} ({title})"),
     )
     .x(x_label, scale, plain)

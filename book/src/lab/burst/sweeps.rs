@@ -354,3 +354,17 @@ pub fn measured_table(reports: &[Report]) -> String {
     }
     out
 }
+
+/// The snapshot name of a sweep's table.
+pub fn sweep_snapshot(sweep: Sweep, clock: Clock) -> String {
+    let s = match sweep {
+        Sweep::Cost => "cost",
+        Sweep::Writes => "writes",
+        Sweep::Gap => "gap",
+    };
+    let c = match clock {
+        Clock::Virtual => "virtual",
+        Clock::Real => "real",
+    };
+    format!("ch06_{s}_sweep_{c}")
+}

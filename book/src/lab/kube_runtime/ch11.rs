@@ -9,7 +9,7 @@ use super::{
     Log, Runtime, bands, ch11,
     drift::{self, Drift, HOUR, Remedy, StatusStorm},
     findings::{self, Rounding, Waiters},
-    semantics::{self, RelistGap},
+    semantics::{self, RelistGap, retry_delays},
     storm::{self, Design, Knobs},
 };
 use crate::{
@@ -421,19 +421,6 @@ pub fn requeue_text(once: &Log, always: &Log) -> String {
         once.render(SEC, " s"),
         always.render(SEC, " s")
     )
-}
-
-/// The delays between successive runs of each reconciler noted `note`, in ms.
-pub fn retry_delays(log: &Log, runtime: Runtime, note: &str) -> Vec<u64> {
-    let at: Vec<Duration> = log
-        .entries(runtime)
-        .into_iter()
-        .filter(|(_, n)| n == note)
-        .map(|(t, _)| t)
-        .collect();
-    at.windows(2)
-        .map(|w| (w[1] - w[0]).as_millis() as u64)
-        .collect()
 }
 
 /// The backoff run, as printed.

@@ -7,9 +7,8 @@ use std::{fmt::Write as _, time::Duration};
 
 use super::{
     Runtime,
-    ch11::retry_delays,
     drift::{self, Remedy},
-    semantics,
+    semantics::{self, retry_delays},
     storm::{self, Knobs},
 };
 use crate::{

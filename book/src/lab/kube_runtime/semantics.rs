@@ -368,3 +368,16 @@ pub fn relist_gap() -> RelistGap {
         RelistGap { log, relists }
     })
 }
+
+/// The delays between successive runs of each reconciler noted `note`, in ms.
+pub fn retry_delays(log: &Log, runtime: Runtime, note: &str) -> Vec<u64> {
+    let at: Vec<Duration> = log
+        .entries(runtime)
+        .into_iter()
+        .filter(|(_, n)| n == note)
+        .map(|(t, _)| t)
+        .collect();
+    at.windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .collect()
+}
