@@ -162,8 +162,11 @@ impl Registration {
             &served_set,
             "registers experiments, but book/src/lab/mod.rs lists no module for it (MODULES)",
         );
-        let undeclared: BTreeSet<String> =
-            declared.iter().filter(|m| *m != "rig").cloned().collect();
+        let undeclared: BTreeSet<String> = declared
+            .iter()
+            .filter(|m| *m != "rig" && *m != "designs")
+            .cloned()
+            .collect();
         missing(
             &undeclared,
             &names,
@@ -448,10 +451,15 @@ fn side_by_side_spans(chapter: &str) -> Vec<String> {
     spans
 }
 
-/// The spans of `spans` that no file of `lab::edge` contains.
+/// The spans of `spans` that no file of `lab::edge` or `lab::designs::trigger` (the two designs
+/// chapter 07 introduces) contains.
 fn spans_not_in_the_designs(spans: &[String]) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(&Path::new(ROOT).join("book/src/lab/edge"), &mut files);
+    rust_files(
+        &Path::new(ROOT).join("book/src/lab/designs/trigger"),
+        &mut files,
+    );
     let source: String = files
         .iter()
         .map(|f| fs::read_to_string(f).unwrap())
@@ -474,7 +482,7 @@ fn chapter_07s_side_by_side_quotes_the_designs() {
         "the table quotes both designs: {spans:?}"
     );
     let missing = spans_not_in_the_designs(&spans);
-    assert!(missing.is_empty(), "not in lab::edge: {missing:?}");
+    assert!(missing.is_empty(), "not in the designs: {missing:?}");
     // A quoted line that drifted from the code is caught.
     let mut drifted = spans.clone();
     drifted[0].push_str(" // drifted");
@@ -818,4 +826,209 @@ fn every_cited_recording_exists_and_is_compared_with_the_port() {
 
 fn name_of(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// The modules under `book/src/lab/` every chapter's experiments may import: the rig, the
+/// designs several chapters run, and chapter 10's list of every band.
+const SHARED_LAB_MODULES: &[&str] = &["rig", "designs", "bands"];
+
+/// The chapter modules that genuinely build on another chapter's result, and why: each entry is
+/// (importing module, imported module, why). Everything else a chapter shares goes to `rig` or
+/// `designs`.
+const BUILDS_ON: &[(&str, &str, &str)] = &[
+    // Chapter 11 reruns chapter 06's storm and sweeps on kube-runtime: the same parameters, the
+    // same report, the same claims checked, so a difference is the runtime's.
+    (
+        "kube_runtime",
+        "burst",
+        "reruns chapter 06's storm beside kube-runtime",
+    ),
+    // Chapter 11's drift rows take this crate's side from chapter 04's own resync runs.
+    (
+        "kube_runtime",
+        "resync",
+        "compares with chapter 04's resync runs",
+    ),
+    // Chapter 14 reruns chapter 06's storm, sweeps and claims on a real API server, and
+    // chapter 18 reruns it with many workers: both compare with chapter 06's figures. (The
+    // storm's plumbing, `Params`, `Report` and `run`, is still chapter 06's; once it moves to
+    // the rig these two entries can go.)
+    (
+        "real_server",
+        "burst",
+        "reruns chapter 06's storm on a real API server",
+    ),
+    (
+        "many_workers",
+        "burst",
+        "reruns chapter 06's storm with many workers",
+    ),
+    // Chapter 14 also runs chapter 11's kube-runtime storm on the real server, beside ours.
+    (
+        "real_server",
+        "kube_runtime",
+        "reruns chapter 11's kube-runtime storm on a real API server",
+    ),
+    // Chapter 13 reruns earlier chapters' experiments on both releases: that is its claim.
+    (
+        "moved",
+        "workqueue",
+        "reruns chapters 01 and 02 on both releases",
+    ),
+    ("moved", "resync", "reruns chapter 04 on both releases"),
+    ("moved", "burst", "reruns chapter 06 on both releases"),
+    (
+        "moved",
+        "edge",
+        "reruns chapter 07's storms on both releases",
+    ),
+];
+
+/// The identifiers a `crate::lab::` path reaches at `rest` (the text after it): one name, or
+/// the first name of each path in a `{…}` group.
+fn lab_names(rest: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let (mut depth, mut names, mut start) = (0usize, Vec::new(), true);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => start = true,
+            c if start && depth == 0 && (c.is_alphanumeric() || c == '_') => {
+                names.push(ident(&group[i..]));
+                start = false;
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The chapter modules `source` (a file of the lab module `module`) imports, other than itself
+/// and the shared ones, in order of appearance, each once. Comments are skipped, so a doc link
+/// is not an import.
+fn chapter_imports(module: &str, source: &str) -> Vec<String> {
+    let code: String = source
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out: Vec<String> = Vec::new();
+    for (i, _) in code.match_indices("crate::lab::") {
+        for name in lab_names(&code[i + "crate::lab::".len()..]) {
+            let shared = SHARED_LAB_MODULES.contains(&name.as_str()) || name == "self";
+            if !shared && name != module && !name.is_empty() && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Every import of one chapter module by another that [`BUILDS_ON`] does not allow, as
+/// `importer imports other (file)`, for the files `(module, path, source)`.
+fn cross_imports(files: &[(String, String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (module, path, source) in files {
+        for other in chapter_imports(module, source) {
+            let allowed = BUILDS_ON
+                .iter()
+                .any(|(m, o, _)| m == module && *o == other.as_str());
+            if !allowed {
+                out.push(format!("{module} imports {other} ({path})"));
+            }
+        }
+    }
+    out
+}
+
+/// Every file of every chapter module: `(module, path under book/src/lab, source)`.
+fn chapter_module_files() -> Vec<(String, String, String)> {
+    let lab = Path::new(ROOT).join("book/src/lab");
+    let mut out = Vec::new();
+    for entry in fs::read_dir(&lab).unwrap() {
+        let dir = entry.unwrap().path();
+        let module = name_of(&dir);
+        if !dir.is_dir() || SHARED_LAB_MODULES.contains(&module.as_str()) {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        for f in files {
+            let path = f.strip_prefix(&lab).unwrap().display().to_string();
+            out.push((module.clone(), path, fs::read_to_string(&f).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A chapter's experiments stand on the rig, the shared designs and the ports; they import
+/// another chapter's module only where [`BUILDS_ON`] says why, and every entry there is still
+/// used.
+#[test]
+fn no_chapter_module_imports_another_chapters() {
+    let files = chapter_module_files();
+    let crossed = cross_imports(&files);
+    assert!(
+        crossed.is_empty(),
+        "move what both chapters need to lab::rig or lab::designs, or say in BUILDS_ON why \
+         one builds on the other's result:\n{}",
+        crossed.join("\n")
+    );
+    for (module, other, why) in BUILDS_ON {
+        let used = files
+            .iter()
+            .any(|(m, _, s)| m == module && chapter_imports(m, s).iter().any(|o| o == other));
+        assert!(
+            used,
+            "BUILDS_ON allows {module} → {other} ({why}), which no longer imports it"
+        );
+    }
+}
+
+/// The check fires on a chapter module that imports another chapter's, alone or in a group,
+/// and names both; the rig, the designs, itself and a doc link pass.
+#[test]
+fn the_cross_import_check_fires_on_a_chapter_importing_another() {
+    let file = |module: &str, source: &str| {
+        vec![(
+            module.to_owned(),
+            format!("{module}/mod.rs"),
+            source.to_owned(),
+        )]
+    };
+    let crossed = cross_imports(&file(
+        "second_replica",
+        "use crate::lab::rig::{self, within};\nuse crate::lab::deletion::fresh;\n",
+    ));
+    assert_eq!(
+        crossed,
+        ["second_replica imports deletion (second_replica/mod.rs)"]
+    );
+    let crossed = cross_imports(&file(
+        "first_write",
+        "use crate::lab::{\n    rig::{self, Running},\n    status_hatch::{OBJECT, WORK},\n};\n",
+    ));
+    assert_eq!(
+        crossed,
+        ["first_write imports status_hatch (first_write/mod.rs)"]
+    );
+    let clean = file(
+        "faults",
+        "//! See [`crate::lab::edge`].\nuse crate::lab::{designs::trigger::Design, rig, faults::Fault};\n",
+    );
+    assert!(
+        cross_imports(&clean).is_empty(),
+        "{:?}",
+        cross_imports(&clean)
+    );
 }

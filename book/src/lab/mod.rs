@@ -34,6 +34,8 @@ pub mod burst;
 #[doc(hidden)]
 pub mod deletion;
 #[doc(hidden)]
+pub mod designs;
+#[doc(hidden)]
 pub mod drills;
 #[doc(hidden)]
 pub mod edge;

@@ -32,11 +32,11 @@ use std::{
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
-use crate::lab::rig::{Informer, NAMESPACE, Process, within};
+use crate::lab::rig::{Informer, Process, within};
 use controlloop::{
-    apiserver::{Cluster, ServerOptions},
+    apiserver::Cluster,
     controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
-    resources::{Widget, WidgetSpec},
+    resources::Widget,
 };
 
 /// The widget.
@@ -178,13 +178,7 @@ pub fn run(idempotent: bool, crash_after_cleanup: bool) -> Run {
 
 /// A fresh embedded server, its widgets' API, and a widget [`OBJECT`] to create on it.
 pub fn fresh() -> (Cluster, Api<Widget>, Widget) {
-    let cluster = Cluster::new(ServerOptions::default());
-    let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
-    let spec = WidgetSpec {
-        replicas: 1,
-        color: None,
-    };
-    (cluster, api, Widget::new(OBJECT, spec))
+    crate::lab::rig::fresh_widget(OBJECT)
 }
 
 /// A process factory: a [`Process`] whose controller runs [`reconcile`].

@@ -16,8 +16,8 @@
 //!  each controller drives its own Downstream: the world it manages (replicas per widget)
 //! ```
 //!
-//! The two designs exist once, here ([`start_level`], [`start_edge`]), each run in the rig's
-//! controller [`Process`]: chapter 07 runs them unarmed ([`Design::unarmed`]), and chapter 12's
+//! The two designs exist once, in [`crate::lab::designs::trigger`] ([`start_level`],
+//! [`start_edge`]), each run in the rig's controller [`Process`]: chapter 07 runs them unarmed ([`Design::unarmed`]), and chapter 12's
 //! fault matrix arms their [`Hooks`] ([`Design::armed`]).
 //!
 //! Everything runs under tokio's paused clock against the embedded server in-process, so every
@@ -37,58 +37,19 @@
 //! across an await; the command's cost is a tokio sleep taken with the lock released, so two
 //! workers can be inside one key's command at once — which the same-key detector counts.
 
-mod designs;
-mod downstream;
 mod storm;
-
-use serde::Serialize;
 
 use controlloop::{
     controller::Request,
     workqueue::{RateLimitingQueue, default_controller_rate_limiter},
 };
 
-pub use crate::lab::rig::{NAMESPACE, Process};
-pub use designs::{
-    Armed, Backlog, Backoff, Config, Heard, Hooks, NoFaults, QueuePayloads, Running, edge_worker,
+pub use crate::lab::designs::trigger::{
+    Armed, Backlog, Backoff, Change, Command, Config, Design, Downstream, Heard, Hooks, NAMESPACE,
+    NoFaults, OBJECT, Payload, Process, QueuePayloads, Running, Unavailable, edge_worker,
     start_edge, start_level, unarmed,
 };
-pub use downstream::{Command, Downstream, Unavailable};
 pub use storm::{Before, Outcome, Params, Report, bill, check, experiment, run, run_async, storms};
-
-/// The widget every write goes to.
-pub const OBJECT: &str = "w";
-
-/// What an edge-triggered controller queues: the change an event announced.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub enum Change {
-    /// The object appeared with this many replicas.
-    Created {
-        /// `spec.replicas` in the event.
-        replicas: i32,
-    },
-    /// `spec.replicas` went from `from` to `to` (the event's old and new objects).
-    Updated {
-        /// The old object's replicas.
-        from: i32,
-        /// The new object's replicas.
-        to: i32,
-    },
-    /// The object went away.
-    Deleted,
-}
-
-/// One queued event: which object, which version of it, and what changed. Two payloads are
-/// equal only if they come from the same event (keeps I2).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Payload {
-    /// The object.
-    pub request: Request,
-    /// The resourceVersion the event carried.
-    pub resource_version: String,
-    /// What it announced.
-    pub change: Change,
-}
 
 /// Three updates of one widget, queued as keys and as payloads: how many items each queue
 /// holds (chapter 07's first block).
@@ -116,13 +77,4 @@ pub fn queue_items() -> String {
         )
         // book: end ch07_queue_items
     })
-}
-
-/// The two designs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Design {
-    /// controller-runtime's: queue the key, read the level from the cache.
-    Level,
-    /// Queue the event's payload and apply the change it carries.
-    Edge,
 }

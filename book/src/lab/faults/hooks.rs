@@ -1,5 +1,5 @@
 //! The faults chapter 12 arms in a controller's own code: the [`Hooks`] both of chapter 07's
-//! designs call ([`edge::Hooks`]) first thing in a reconcile and first thing in the event
+//! designs call ([`trigger::Hooks`]) first thing in a reconcile and first thing in the event
 //! handler, and the panic hook that keeps the injected panics out of the output.
 
 use std::{
@@ -13,7 +13,7 @@ use std::{
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::lab::edge::{self, Unavailable};
+use crate::lab::designs::trigger::{self, Unavailable};
 
 /// Every panic a hook raises starts with this, so [`quiet_injected_panics`] can tell them from
 /// real ones.
@@ -100,7 +100,7 @@ impl Hooks {
     }
 }
 
-impl edge::Hooks for Hooks {
+impl trigger::Hooks for Hooks {
     /// Counts the reconcile; panics if [`Hooks::panic_every`] says so, and fails in an
     /// [`Hooks::outage`].
     fn reconcile(&self) -> Result<(), Unavailable> {
@@ -160,7 +160,7 @@ mod tests {
     use std::panic::AssertUnwindSafe;
 
     use super::*;
-    use crate::lab::edge::Hooks as _;
+    use crate::lab::designs::trigger::Hooks as _;
 
     fn panics(f: impl FnOnce()) -> bool {
         quiet_injected_panics();

@@ -5,7 +5,7 @@
 //! controller are written to survive (client-go v0.36.3 `tools/cache/reflector.go`: a watch
 //! that closes, a 410 on resume, a throttled or failing server; controller-runtime v0.24.1
 //! `pkg/internal/controller/controller.go`: a reconciler that errors or panics, a stop in the
-//! middle of work). The two designs are [`crate::lab::edge`]'s, armed with [`Hooks`] at the two
+//! middle of work). The two designs are [`crate::lab::designs::trigger`]'s, armed with [`Hooks`] at the two
 //! places a fault can reach a controller's own code.
 //!
 //! The level design's column in the six rows a fake clientset can play (events dropped,
@@ -58,11 +58,11 @@ use serde::Serialize;
 
 use crate::{
     kit::band::Band,
-    lab::edge::{Config, Design, Downstream},
+    lab::designs::trigger::{Config, Design, Downstream},
 };
 use controlloop::controller::{QueueKind, Release};
 
-pub use crate::lab::edge::{Backlog, Backoff};
+pub use crate::lab::designs::trigger::{Backlog, Backoff};
 pub use hooks::{Hooks, INJECTED, quiet_injected_panics};
 pub use on_fake::{FakeSource, run_on_fake};
 pub use storm::{

@@ -45,7 +45,7 @@ use super::{
     storm::{DROPPED, NAMESPACE, OUTAGE, STATUS_WRITES, converged, last_reconcile, widget},
 };
 use crate::lab::{
-    edge::{Backlog, Design, Downstream, Running, start_level},
+    designs::trigger::{Backlog, Design, Downstream, Running, start_level},
     rig::let_tasks_run,
 };
 use controlloop::{

@@ -11,7 +11,7 @@ use super::{
     hooks::{Hooks, quiet_injected_panics},
 };
 use crate::lab::{
-    edge::{Armed, Backlog, Design, Downstream},
+    designs::trigger::{Armed, Backlog, Design, Downstream},
     rig::{Process, within},
 };
 use controlloop::{

@@ -50,11 +50,11 @@ pub mod apply;
 pub mod status_predicate;
 pub use status_predicate::ch17_status_predicate;
 
-use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
-use crate::lab::status_hatch::{
+use crate::lab::designs::hatch::{
     Actions, ENABLED, HatchCounts, OBJECT, Start, WORK, enabled, recorded, set_annotation,
     start_hatch,
 };
+use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},

@@ -27,8 +27,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use crate::lab::designs::hatch::OBJECT;
 use crate::lab::rig::{self, NAMESPACE, Running, within};
-use crate::lab::status_hatch::OBJECT;
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},

@@ -11,12 +11,25 @@ use controlloop::{
     apiserver::{ApiServer, Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},
     controller::predicate::Predicate,
+    resources::{Widget, WidgetSpec},
 };
 
 /// The namespace the experiment writes in.
 pub const NAMESPACE: &str = "default";
 /// The name of the object the experiment writes.
 pub const OBJECT: &str = "controlloop-burst";
+
+/// A fresh embedded server, its widgets' API in [`NAMESPACE`], and a widget `name` (one
+/// replica) to create on it.
+pub fn fresh_widget(name: &str) -> (Cluster, Api<Widget>, Widget) {
+    let cluster = Cluster::new(ServerOptions::default());
+    let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
+    let spec = WidgetSpec {
+        replicas: 1,
+        color: None,
+    };
+    (cluster, api, Widget::new(name, spec))
+}
 
 /// The counter an object carries: `data.value` parsed as an integer.
 pub fn value_of(cm: &ConfigMap) -> Option<u64> {

@@ -40,8 +40,8 @@ use std::{path::PathBuf, time::Duration};
 use tokio::time::Instant;
 
 pub use cluster::{
-    ASIDE, Backend, Fixture, Informer, NAMESPACE, Named, OBJECT, Target, ensure_namespace, object,
-    set_value, value_of,
+    ASIDE, Backend, Fixture, Informer, NAMESPACE, Named, OBJECT, Target, ensure_namespace,
+    fresh_widget, object, set_value, value_of,
 };
 pub use process::{Process, Subject};
 pub use running::Running;

@@ -51,8 +51,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::lab::designs::hatch::{Actions, HatchCounts, Wired, set_annotation, start_hatch};
 use crate::lab::rig::{NAMESPACE, Process, within};
-use crate::lab::status_hatch::{Actions, HatchCounts, Wired, set_annotation, start_hatch};
 use controlloop::{
     apiserver::Cluster,
     leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock},
@@ -251,10 +251,11 @@ pub struct World {
 impl World {
     /// A fresh cluster holding the widget, switched off.
     pub async fn new() -> World {
-        let (cluster, api, mut w) = crate::lab::deletion::fresh();
+        let (cluster, api, mut w) =
+            crate::lab::rig::fresh_widget(crate::lab::designs::hatch::OBJECT);
         w.metadata.annotations = Some(
             [(
-                crate::lab::status_hatch::ENABLED.to_owned(),
+                crate::lab::designs::hatch::ENABLED.to_owned(),
                 "false".to_owned(),
             )]
             .into(),
