@@ -849,25 +849,40 @@ const BUILDS_ON: &[(&str, &str, &str)] = &[
         "resync",
         "compares with chapter 04's resync runs",
     ),
-    // Chapter 14 reruns chapter 06's storm, sweeps and claims on a real API server, and
-    // chapter 18 reruns it with many workers: both compare with chapter 06's figures. (The
-    // storm's plumbing, `Params`, `Report` and `run`, is still chapter 06's; once it moves to
-    // the rig these two entries can go.)
+    // Chapter 14 reruns chapter 06's sweeps (`Sweep::ALL`, the essay's parameters varied) on
+    // a real API server, to compare with chapter 06's figures.
     (
         "real_server",
         "burst",
-        "reruns chapter 06's storm on a real API server",
-    ),
-    (
-        "many_workers",
-        "burst",
-        "reruns chapter 06's storm with many workers",
+        "reruns chapter 06's sweeps on a real API server",
     ),
     // Chapter 14 also runs chapter 11's kube-runtime storm on the real server, beside ours.
     (
         "real_server",
         "kube_runtime",
         "reruns chapter 11's kube-runtime storm on a real API server",
+    ),
+    // Chapter 09's drills 6 to 9 each rerun the core run of a later chapter (its page says
+    // so): the drill's short answer holds because that chapter's experiment does.
+    (
+        "drills",
+        "second_replica",
+        "drill 6 reruns chapter 15's paused leader",
+    ),
+    (
+        "drills",
+        "deletion",
+        "drill 7 reruns chapter 16's relist gap and finalizer path",
+    ),
+    (
+        "drills",
+        "first_write",
+        "drill 8 reruns chapter 17's conflict storm",
+    ),
+    (
+        "drills",
+        "many_workers",
+        "drill 9 reruns chapter 18's sweep and starvation runs",
     ),
     // Chapter 13 reruns earlier chapters' experiments on both releases: that is its claim.
     (
@@ -884,50 +899,70 @@ const BUILDS_ON: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The identifiers a `crate::lab::` path reaches at `rest` (the text after it): one name, or
-/// the first name of each path in a `{…}` group.
-fn lab_names(rest: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
+/// The paths a `use` tree names, each whole: `a::{b, c::{d, e}}` is `a::b`, `a::c::d` and
+/// `a::c::e` (a renamed one keeps its ` as name`).
+fn flatten(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        return vec![tree.trim().to_owned()];
     };
-    let Some(group) = rest.strip_prefix('{') else {
-        return vec![ident(rest)];
-    };
-    let (mut depth, mut names, mut start) = (0usize, Vec::new(), true);
-    for (i, c) in group.char_indices() {
+    let (prefix, group) = (tree[..open].trim(), &tree[open + 1..]);
+    let group = &group[..group.rfind('}').unwrap_or(group.len())];
+    let (mut depth, mut start, mut out) = (0usize, 0, Vec::new());
+    for (i, c) in group.char_indices().chain([(group.len(), ',')]) {
         match c {
             '{' => depth += 1,
-            '}' if depth == 0 => break,
-            '}' => depth -= 1,
-            ',' if depth == 0 => start = true,
-            c if start && depth == 0 && (c.is_alphanumeric() || c == '_') => {
-                names.push(ident(&group[i..]));
-                start = false;
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                let part = group[start..i].trim();
+                if !part.is_empty() {
+                    out.extend(flatten(part).into_iter().map(|p| format!("{prefix}{p}")));
+                }
+                start = i + 1;
             }
             _ => {}
         }
     }
-    names
+    out
 }
 
 /// The chapter modules `source` (a file of the lab module `module`) imports, other than itself
-/// and the shared ones, in order of appearance, each once. Comments are skipped, so a doc link
-/// is not an import.
+/// and the shared ones, in order of appearance, each once: the module after `lab::` in every
+/// path the file's `use` items name (grouped or not, through `crate::` or the book's crate
+/// name) and in every `crate::lab::NAME` it spells out in code. Comments are skipped, so a doc
+/// link is not an import.
 fn chapter_imports(module: &str, source: &str) -> Vec<String> {
     let code: String = source
         .lines()
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("\n");
+    let mut paths: Vec<String> = Vec::new();
+    for (i, _) in code.match_indices("use ") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // a word ending in "use", not the keyword
+        }
+        let tree = &code[i + "use ".len()..];
+        paths.extend(flatten(&tree[..tree.find(';').unwrap_or(tree.len())]));
+    }
+    for root in ["crate::lab::", "controlloop_book::lab::"] {
+        paths.extend(code.match_indices(root).map(|(i, _)| code[i..].to_owned()));
+    }
     let mut out: Vec<String> = Vec::new();
-    for (i, _) in code.match_indices("crate::lab::") {
-        for name in lab_names(&code[i + "crate::lab::".len()..]) {
-            let shared = SHARED_LAB_MODULES.contains(&name.as_str()) || name == "self";
-            if !shared && name != module && !name.is_empty() && !out.contains(&name) {
-                out.push(name);
-            }
+    for path in paths {
+        let Some(rest) = ["crate::lab::", "controlloop_book::lab::"]
+            .iter()
+            .find_map(|root| path.strip_prefix(root))
+        else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let shared = SHARED_LAB_MODULES.contains(&name.as_str()) || name == "self";
+        if !shared && name != module && !name.is_empty() && !out.contains(&name) {
+            out.push(name);
         }
     }
     out
@@ -995,8 +1030,9 @@ fn no_chapter_module_imports_another_chapters() {
     }
 }
 
-/// The check fires on a chapter module that imports another chapter's, alone or in a group,
-/// and names both; the rig, the designs, itself and a doc link pass.
+/// The check fires on a chapter module that imports another chapter's, alone, in a group, in a
+/// group of `crate`'s, renamed or spelled out in code, and names both; the rig, the designs,
+/// itself and a doc link pass.
 #[test]
 fn the_cross_import_check_fires_on_a_chapter_importing_another() {
     let file = |module: &str, source: &str| {
@@ -1022,6 +1058,24 @@ fn the_cross_import_check_fires_on_a_chapter_importing_another() {
         crossed,
         ["first_write imports status_hatch (first_write/mod.rs)"]
     );
+    let crossed = cross_imports(&file(
+        "fifo",
+        "use crate::{\n    kit::snap,\n    lab::{\n        deletion::{self, gap::Heard},\n        \
+         rig::{self, NAMESPACE},\n        second_replica as replicas,\n    },\n};\n",
+    ));
+    assert_eq!(
+        crossed,
+        [
+            "fifo imports deletion (fifo/mod.rs)",
+            "fifo imports second_replica (fifo/mod.rs)"
+        ]
+    );
+    let crossed = cross_imports(&file(
+        "intro",
+        "fn f() {\n    let r = crate::lab::burst::run(&p);\n    \
+         use controlloop_book::lab::intro::REAL_US;\n}\n",
+    ));
+    assert_eq!(crossed, ["intro imports burst (intro/mod.rs)"]);
     let clean = file(
         "faults",
         "//! See [`crate::lab::edge`].\nuse crate::lab::{designs::trigger::Design, rig, faults::Fault};\n",

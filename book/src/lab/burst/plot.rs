@@ -10,7 +10,7 @@ use crate::kit::plot::{Figure, Scale, SeriesLabelPosition, plain};
 
 use super::{
     Clock, Report, bands,
-    report::millis,
+    sweeps::millis,
     sweeps::{Sweep, expected_reconciles, sweep_snapshot},
 };
 

@@ -8,7 +8,10 @@
 
 use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
 
-use super::{Clock, Params, Report, bands, report::millis, report::round3};
+use super::{Clock, Params, Report, bands};
+pub use crate::lab::rig::burst::{
+    converge_overhead_ms, expected_reconciles, millis, reconcile_ratio, round3, write_overhead_ms,
+};
 
 /// The reconcile costs of the cost sweep, in ms.
 pub const COSTS_MS: [u64; 7] = [0, 1, 5, 10, 20, 50, 100];
@@ -103,19 +106,6 @@ pub enum ClaimFailed {
         /// The last value written.
         written: u64,
     },
-}
-
-/// `min(writes, span / cost + 1)`: how many reconciles a reconciler that starts again as soon
-/// as it finishes can fit into the storm (and never more than one per write). `cost` is what a
-/// reconcile really took: the larger of the asked cost and the median measured duration, which
-/// are equal under virtual time and differ under the real clock by how late a sleep wakes.
-pub fn expected_reconciles(r: &Report) -> f64 {
-    let cost = r.cost.max(r.median_reconcile);
-    if cost.is_zero() {
-        return r.writes_issued as f64;
-    }
-    let fit = round3(r.burst_span.as_secs_f64() / cost.as_secs_f64() + 1.0);
-    fit.min(r.writes_issued as f64)
 }
 
 /// Checks the durable claims on one run: under virtual time collapse is exactly 1.0 when
@@ -250,21 +240,6 @@ fn row_head(r: &Report) -> String {
 
 fn final_of(r: &Report) -> String {
     r.final_observed.map_or("none".into(), |v| v.to_string())
-}
-
-/// What one write cost beyond the gap, in ms: `span / writes - gap`.
-pub fn write_overhead_ms(r: &Report) -> f64 {
-    round3(millis(r.burst_span) / r.writes_issued as f64 - millis(r.gap))
-}
-
-/// `reconciles / min(writes, span / cost + 1)`.
-pub fn reconcile_ratio(r: &Report) -> f64 {
-    round3(r.reconciles as f64 / expected_reconciles(r))
-}
-
-/// How long after the last write the last reconcile ended, beyond one reconcile's cost, in ms.
-pub fn converge_overhead_ms(r: &Report) -> f64 {
-    round3(millis(r.converge) - millis(r.cost))
 }
 
 /// The real-clock rows of one sweep, checked against the bands (panics outside one), as the

@@ -17,8 +17,8 @@
 //!                                                         error_policy(obj, err, ctx) ─► Action
 //! ```
 //!
-//! - [`storm`]: the write storm and its sweeps, through [`crate::lab::burst`]'s parameters and
-//!   report.
+//! - [`storm`]: the write storm and its sweeps, through [`crate::lab::rig::burst`]'s
+//!   parameters and report.
 //! - [`semantics`]: requeue, error and deletion semantics, both controllers on one server.
 //! - [`drift`]: what fills the resync's role (`Action::requeue`, `reconcile_all_on`) in the
 //!   resync chapter's drift scenario, and `predicate_filter` against a status-write storm.

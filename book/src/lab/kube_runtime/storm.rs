@@ -1,5 +1,5 @@
 //! The write storm on kube-runtime's `Controller`: the same writer, server, object, reconciler
-//! cost and report as [`crate::lab::burst`], with kube-runtime 5.0.0 in place of this crate's
+//! cost and report as [`crate::lab::rig::burst`], with kube-runtime 5.0.0 in place of this crate's
 //! controller (`kube-runtime/src/controller/mod.rs`, `Controller::for_stream` + `run`).
 //!
 //! ```text
@@ -23,12 +23,10 @@ use std::{
     time::Duration,
 };
 
-use crate::lab::{
+use crate::lab::rig::{
+    self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Storm, Target,
     burst::{BurstError, Clock, Params, Report},
-    rig::{
-        self, Backend, Burst, NAMESPACE, OBJECT, Observation, Recorder, Storm, Target, set_value,
-        value_of,
-    },
+    set_value, value_of,
 };
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;

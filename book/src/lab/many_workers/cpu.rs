@@ -35,8 +35,9 @@ use tokio::time::Instant;
 
 use super::bands;
 use crate::kit::{band::Band, measured, snap};
-use crate::lab::burst::{BurstError, Params, Report, Running, sweeps};
-use crate::lab::burst::{measure, prepare, start_and_settle};
+use crate::lab::rig::burst::{
+    BurstError, Params, Report, Running, measure, prepare, reconcile_ratio, start_and_settle,
+};
 use crate::lab::rig::{self, Backend, Burst, NAMESPACE, OBJECT, Observation, Storm};
 use crate::lab::rig::{set_value, value_of};
 use controlloop::apiserver::ApiServer;
@@ -173,7 +174,7 @@ pub fn percentile(values: &[Option<f64>], p: f64) -> f64 {
     round3(v[rank.min(v.len()) - 1])
 }
 
-/// Chapter 06's storm ([`crate::lab::burst::level_storm`]) with the reconcile's work chosen by
+/// Chapter 06's storm ([`crate::lab::rig::burst::level_storm`]) with the reconcile's work chosen by
 /// `work`, a second handler on the informer that notes when each value arrived, and the time
 /// each write was sent. The chapter shows this body.
 pub async fn cpu_storm(
@@ -421,7 +422,7 @@ pub fn pairs() -> Vec<(CpuRun, CpuRun)> {
 pub fn figures(r: &CpuRun) -> [(&'static str, f64); 5] {
     let cost_ms = r.report.cost.as_secs_f64() * 1000.0;
     [
-        ("CPU_RECONCILE_RATIO", sweeps::reconcile_ratio(&r.report)),
+        ("CPU_RECONCILE_RATIO", reconcile_ratio(&r.report)),
         ("CPU_EVENT_P50_MS", r.event_p50_ms()),
         ("CPU_EVENT_P99_MS", r.event_p99_ms()),
         (

@@ -9,9 +9,10 @@ use kube::api::{WatchEvent, WatchParams};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::lab::{
+use crate::lab::rig::{
+    self, Backend, Fixture, Recorder,
     burst::{BurstError, Running},
-    rig::{self, Backend, Fixture, Recorder, set_value, value_of},
+    set_value, value_of,
 };
 use controlloop::controller::{Context, Controller, ReconcileResult, Request};
 

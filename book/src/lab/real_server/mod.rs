@@ -204,7 +204,7 @@ pub fn storms_record(s: &storms::Storms) {
         "| run | writes | gap ms | cost ms | span ms | reconciles | collapse |\n\
          |---|---:|---:|---:|---:|---:|---:|\n",
     );
-    let row = |m: &mut String, label: &str, r: &crate::lab::burst::Report| {
+    let row = |m: &mut String, label: &str, r: &crate::lab::rig::burst::Report| {
         let _ = writeln!(
             m,
             "| {label} | {} | {} | {} | {:.0} | {} | {:.2} |",

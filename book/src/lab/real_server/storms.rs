@@ -7,14 +7,15 @@
 use std::path::Path;
 
 use crate::lab::{
-    burst::{
-        self, Clock, Params, Report,
-        sweeps::{
-            Sweep, converge_overhead_ms, expected_reconciles, reconcile_ratio, write_overhead_ms,
+    burst::sweeps::Sweep,
+    kube_runtime::storm::{self as kube_storm, Knobs},
+    rig::{
+        Backend,
+        burst::{
+            self, Clock, Params, Report, converge_overhead_ms, expected_reconciles,
+            reconcile_ratio, write_overhead_ms,
         },
     },
-    kube_runtime::storm::{self as kube_storm, Knobs},
-    rig::Backend,
 };
 
 /// Every run of one round on one server.

@@ -22,12 +22,15 @@
 //! - the storm and its report: the essay's storm is defined here once ([`ESSAY`]: 200 writes,
 //!   1 ms apart, 20 ms per reconcile), [`write_burst`] writes one and reports a [`Burst`], a
 //!   [`Recorder`] records what the reconciles observed, and [`Named`] is the predicate that
-//!   keeps a storm's controller on its one object;
+//!   keeps a storm's controller on its one object; [`burst`] is the whole storm run against a
+//!   controller (its parameters, the faithful and the broken designs, the report), which
+//!   chapter 06 introduces and chapters 11, 13, 14 and 18 run again;
 //! - the controller process ([`Process`]): an informer on the widgets of [`NAMESPACE`] and the
 //!   controller a design ([`Subject`]) builds on it, which the chapters on designs (07, 08 and
 //!   12) kill and start again; and [`Running`], an informer and a controller run until
 //!   stopped gracefully, on any lister-watcher (chapters 04 and 05).
 
+pub mod burst;
 mod cluster;
 mod process;
 pub mod real;

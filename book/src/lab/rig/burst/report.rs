@@ -233,3 +233,31 @@ impl fmt::Display for Table<'_> {
         Ok(())
     }
 }
+
+/// `min(writes, span / cost + 1)`: how many reconciles a reconciler that starts again as soon
+/// as it finishes can fit into the storm (and never more than one per write). `cost` is what a
+/// reconcile really took: the larger of the asked cost and the median measured duration, which
+/// are equal under virtual time and differ under the real clock by how late a sleep wakes.
+pub fn expected_reconciles(r: &Report) -> f64 {
+    let cost = r.cost.max(r.median_reconcile);
+    if cost.is_zero() {
+        return r.writes_issued as f64;
+    }
+    let fit = round3(r.burst_span.as_secs_f64() / cost.as_secs_f64() + 1.0);
+    fit.min(r.writes_issued as f64)
+}
+
+/// What one write cost beyond the gap, in ms: `span / writes - gap`.
+pub fn write_overhead_ms(r: &Report) -> f64 {
+    round3(millis(r.burst_span) / r.writes_issued as f64 - millis(r.gap))
+}
+
+/// `reconciles / min(writes, span / cost + 1)`.
+pub fn reconcile_ratio(r: &Report) -> f64 {
+    round3(r.reconciles as f64 / expected_reconciles(r))
+}
+
+/// How long after the last write the last reconcile ended, beyond one reconcile's cost, in ms.
+pub fn converge_overhead_ms(r: &Report) -> f64 {
+    round3(millis(r.converge) - millis(r.cost))
+}
