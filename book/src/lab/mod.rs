@@ -5,17 +5,25 @@
 //! lines a chapter block hides because they do not carry its claim, and the ones every chapter
 //! on designs shares.
 //!
+//! [`designs`] holds the designs several chapters run (chapter 07's level- and edge-triggered
+//! controllers, chapter 08's three ways to act once per switch-on), each once. [`bands`] is
+//! chapter 10's list of every band.
+//!
 //! Every other module holds one chapter's experiments (chapters 01 and 02 share the
-//! workqueue's), in one shape: a folder `lab/NAME/` whose `mod.rs` first names the chapter it
-//! serves; at its root, the functions the registry ([`mod@crate::press::chapters`]) names for
-//! `cargo run`, each of which runs an experiment, checks every durable claim, and records its
-//! results through [`crate::kit::snap`] exactly as the chapter does, so the page and the run
-//! can never disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
-//! experiment stands on the rig, on chapter 07's two designs ([`edge`]) when it runs them, and
-//! on the ports. It takes nothing else from another chapter's module, except the experiment it
-//! compares with: chapter 11's three parts rerun chapter 06's storm (with its parameters and
-//! report) and chapter 04's resync beside kube-runtime, and chapter 13 reruns four experiments of chapters
-//! 01, 02 and 04 on both releases.
+//! workqueue's; chapter 11's three parts share kube_runtime), in one shape: a folder
+//! `lab/NAME/` whose `mod.rs` first names the chapter it serves; at its root, its experiments'
+//! entry points, each a `pub fn` with the experiment's name in the registry
+//! ([`mod@crate::press::chapters`]) and on the command line (`cargo run -- run NAME`), each of
+//! which runs an experiment, checks every durable claim, and records its results through
+//! [`crate::kit::snap`] exactly as the chapter does, so the page and the run can never
+//! disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
+//! experiment stands on the rig, on [`designs`], and on the ports. It takes nothing else from
+//! another chapter's module, except the experiment it compares with or reruns: chapter 09's
+//! drills rerun chapters 15 to 18, chapter 11 reruns chapter 06's sweeps and chapter 04's
+//! resync beside kube-runtime, chapter 13 reruns experiments of chapters 01, 02, 04, 06 and 07
+//! on both releases, and chapter 14 reruns chapter 06's sweeps and chapter 11's kube-runtime
+//! storm on a real server. `book/tests/book_layout.rs` lists those (`BUILDS_ON`) and fails on
+//! any other.
 //!
 //! [`MODULES`] says which chapter each module serves and whether it pins bands: chapter 10
 //! prints those bands, and `book/tests/book_layout.rs` holds the list to the registry and to

@@ -15,7 +15,8 @@ use crate::lab;
 /// One experiment a chapter shows.
 #[derive(Clone, Copy)]
 pub struct Experiment {
-    /// A short stable name, used on the command line (`cargo run -- run NAME`).
+    /// A short stable name, used on the command line (`cargo run -- run NAME`): the name of
+    /// the function at the root of the chapter's experiment module that runs it.
     pub name: &'static str,
     /// The chapter file (in `chapters/`) that shows its results.
     pub chapter: &'static str,
@@ -39,11 +40,11 @@ pub struct Chapter {
     pub experiments: &'static [Experiment],
 }
 
-/// Declares the chapters: `module = "file.md" in lab_module [ name => run_fn, … ]`, each
-/// `run_fn` a function at the root of `lab::lab_module` (`name` alone when the function is
-/// called `name`); a chapter that runs no experiment is `module = "file.md" []`.
+/// Declares the chapters: `module = "file.md" in lab_module [ name, … ]`, each `name` a
+/// function at the root of `lab::lab_module`, which `cargo run -- run name` runs; a chapter
+/// that runs no experiment is `module = "file.md" []`.
 macro_rules! chapters {
-    ($( $module:ident = $file:literal $(in $lab:ident)? [ $( $exp:ident $(=> $run:ident)? ),* $(,)? ] ),* $(,)?) => {
+    ($( $module:ident = $file:literal $(in $lab:ident)? [ $( $exp:ident ),* $(,)? ] ),* $(,)?) => {
         /// Every chapter, as a doctest module. Only compiled by `cargo test` (rustdoc).
         #[cfg(doctest)]
         pub mod doctests {
@@ -60,25 +61,23 @@ macro_rules! chapters {
                     file: $file,
                     module: stringify!($module),
                     lab: chapters!(@lab $($lab)?),
-                    experiments: chapters!(@runs $file, $($lab)? ; $( $exp $(=> $run)? ),*),
+                    experiments: chapters!(@runs $file, $($lab)? ; $( $exp ),*),
                 },
             )*]
         }
     };
     (@lab $lab:ident) => { Some(stringify!($lab)) };
     (@lab) => { None };
-    (@runs $file:literal, $lab:ident ; $( $exp:ident $(=> $run:ident)? ),*) => {
+    (@runs $file:literal, $lab:ident ; $( $exp:ident ),*) => {
         &[$(
             Experiment {
                 name: stringify!($exp),
                 chapter: $file,
-                run: chapters!(@run $lab, $exp $(, $run)?),
+                run: lab::$lab::$exp,
             },
         )*]
     };
     (@runs $file:literal, ;) => { &[] };
-    (@run $lab:ident, $exp:ident, $run:ident) => { lab::$lab::$run };
-    (@run $lab:ident, $exp:ident) => { lab::$lab::$exp };
 }
 
 chapters! {
@@ -125,37 +124,37 @@ chapters! {
         ch05_overflow,
     ],
     ch06_deduplication = "06-deduplication.md" in burst [
-        ch06_virtual => run_virtual,
-        ch06_real => run_real,
+        ch06_virtual,
+        ch06_real,
     ],
     ch07_edge_triggered_bill = "07-edge-triggered-bill.md" in edge [
-        edge => experiment,
+        edge,
     ],
     ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" in status_hatch [
-        status_hatch => experiment,
+        status_hatch,
     ],
     ch09_spoken_drills = "09-spoken-drills.md" in drills [
-        ch09_drills => experiment,
+        ch09_drills,
     ],
     ch10_what_varies = "10-what-varies.md" in bands [
-        ch10_bands => experiment,
+        ch10_bands,
     ],
     ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" in kube_runtime [
-        ch11_storm => run_storm,
-        ch11_storm_real => run_storm_real,
+        ch11_storm,
+        ch11_storm_real,
     ],
     ch11_what_differs_on_kube_rs = "11-what-differs-on-kube-rs.md" in kube_runtime [
-        ch11_semantics => run_semantics,
+        ch11_semantics,
     ],
     ch11_what_running_kube_rs_found = "11-what-running-kube-rs-found.md" in kube_runtime [
-        ch11_findings => run_findings,
-        ch11_findings_real => run_findings_real,
+        ch11_findings,
+        ch11_findings_real,
     ],
     ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
-        faults => experiment,
+        faults,
     ],
     ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
-        ch13_moved => experiment,
+        ch13_moved,
     ],
     ch14_on_a_real_api_server = "14-on-a-real-api-server.md" in real_server [
         ch14_conformance,

@@ -145,7 +145,7 @@ pub fn table() -> String {
 
 /// Records chapter 10's band table (the `cargo run` experiment), and adds its claim to this
 /// run's claims table: every band is the rule over its file.
-pub fn experiment() {
+pub fn ch10_bands() {
     crate::kit::snap::text("ch10_bands", table()); // panics unless every band is the rule
     let bands = all();
     let checks = bands.iter().filter(|b| b.kind.is_some()).count();

@@ -439,7 +439,7 @@ pub fn essay_real_measured(essay: &Report, sweeps: &[Vec<Report>]) {
 }
 
 /// Everything the chapter shows under virtual time (the `cargo run` experiment).
-pub fn run_virtual() {
+pub fn ch06_virtual() {
     essay_virtual();
     essay_releases();
     storm_and_list();
@@ -468,7 +468,7 @@ pub const REAL_ESSAY_REPEATS: usize = 5;
 
 /// Everything the chapter shows under the real clock (the `cargo run` experiment), and this
 /// run's measured values beside each banded table.
-pub fn run_real() {
+pub fn ch06_real() {
     let essays: Vec<Report> = (0..REAL_ESSAY_REPEATS).map(|_| essay_real()).collect();
     let counts: Vec<String> = essays.iter().map(|r| r.reconciles.to_string()).collect();
     let essay_note = format!(

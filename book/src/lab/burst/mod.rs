@@ -49,4 +49,4 @@ pub use crate::lab::rig::burst::{
     run_async, start_and_settle, start_channel_of_keys, start_debounced, start_first_payload,
 };
 pub use bands::{ALL as BANDS, SHOWN};
-pub use ch06::{run_real, run_virtual};
+pub use ch06::{ch06_real, ch06_virtual};

@@ -1,6 +1,6 @@
 //! Chapter 09's experiments: the short run under each of the nine spoken drills, each one driving the
 //! crate's handler, queue or informer directly. The chapter shows each function's body as its
-//! block (`book/tests/book_layout.rs` keeps the two identical); [`experiment`] runs them for
+//! block (`book/tests/book_layout.rs` keeps the two identical); [`ch09_drills`] runs them for
 //! `cargo run` and records the same snapshots.
 
 use std::{
@@ -513,7 +513,7 @@ const CLAIMS: [(&str, &str); 9] = [
 
 /// Runs the nine drills and the reference check, records chapter 09's snapshots, and adds
 /// each drill's run to this run's claims table.
-pub fn experiment() {
+pub fn ch09_drills() {
     let runs = [
         drill1(),
         drill2(),

@@ -49,7 +49,7 @@ pub use crate::lab::designs::trigger::{
     NoFaults, OBJECT, Payload, Process, QueuePayloads, Running, Unavailable, edge_worker,
     start_edge, start_level, unarmed,
 };
-pub use storm::{Before, Outcome, Params, Report, bill, check, experiment, run, run_async, storms};
+pub use storm::{Before, Outcome, Params, Report, bill, check, edge, run, run_async, storms};
 
 /// Three updates of one widget, queued as keys and as payloads: how many items each queue
 /// holds (chapter 07's first block).

@@ -305,7 +305,7 @@ pub fn bill() -> Vec<(&'static str, Report)> {
 
 /// Runs the chapter's four storms, checks the durable claims and records the snapshots the
 /// chapter shows.
-pub fn experiment() {
+pub fn edge() {
     crate::kit::snap::text("ch07_queue_items", super::queue_items());
     let bill = bill();
     check(&bill);

@@ -510,7 +510,7 @@ pub fn matrix() -> Vec<Row> {
 /// per thread, each on its own runtime: under virtual time a run's result does not depend on
 /// what else the machine runs, and the matrix takes about half as long on two cores. The rows
 /// are the same as [`Row::run`]'s and [`errors_with_per_item_backoff`]'s.
-pub fn experiment() {
+pub fn faults() {
     let slow = Row::run(Fault::SlowHandler);
     // Each design of each paused row is one job; the 10,000-object row's go first, as the
     // longest (so neither thread is left with it at the end).

@@ -744,7 +744,7 @@ pub fn collapse_bases() -> String {
 }
 
 /// The first part's experiments under virtual time (the `cargo run` experiment `ch11_storm`).
-pub fn run_storm() {
+pub fn ch11_storm() {
     storm_virtual();
     sweeps_virtual();
     one_at_a_time();
@@ -752,14 +752,14 @@ pub fn run_storm() {
 }
 
 /// The first part's experiments under the real clock (`ch11_storm_real`).
-pub fn run_storm_real() {
+pub fn ch11_storm_real() {
     storm_real();
     collapse_bases();
     storm_bands_fire();
 }
 
 /// The second part's experiments (`ch11_semantics`).
-pub fn run_semantics() {
+pub fn ch11_semantics() {
     drift();
     status_storm();
     requeue();
@@ -770,14 +770,14 @@ pub fn run_semantics() {
 
 /// The third part's experiments under virtual time (`ch11_findings`), and the table of every
 /// claim on both runtimes.
-pub fn run_findings() {
+pub fn ch11_findings() {
     waiters();
     rounding();
     super::claims::table();
 }
 
 /// The third part's experiments under the real clock (`ch11_findings_real`).
-pub fn run_findings_real() {
+pub fn ch11_findings_real() {
     latency_real(200);
     latency_band_fires(100);
 }

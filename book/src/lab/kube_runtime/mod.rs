@@ -63,7 +63,7 @@ pub use bands::FINDINGS as FINDINGS_BANDS;
 pub use bands::STORM as STORM_BANDS;
 /// The figures the storm part of chapter 11 shows and does not check.
 pub use bands::STORM_SHOWN;
-pub use ch11::{run_findings, run_findings_real, run_semantics, run_storm, run_storm_real};
+pub use ch11::{ch11_findings, ch11_findings_real, ch11_semantics, ch11_storm, ch11_storm_real};
 
 use std::{fmt::Write as _, sync::Arc, time::Duration};
 

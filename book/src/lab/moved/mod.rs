@@ -229,7 +229,7 @@ pub fn ch13_v025() -> String {
 }
 
 /// Everything chapter 13 shows (the `cargo run` experiment).
-pub fn experiment() {
+pub fn ch13_moved() {
     ch13_walk();
     ch13_stranded();
     ch13_bucket();

@@ -271,7 +271,7 @@ pub fn check(runs: &[Run; 3]) {
 
 /// Runs the table and the generation experiments, checks them and records the chapter's
 /// snapshots.
-pub fn experiment() {
+pub fn status_hatch() {
     let (rows, runs) = table();
     check(&runs);
     crate::kit::snap::yaml("ch08_flips", &rows, vec![]);
