@@ -220,7 +220,10 @@ fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> 
     use controlloop::workqueue::Queue;
     use controlloop_book::lab::{
         rig,
-        workqueue::contention::{ADDS, bands, measured_table, through_channel, through_queue},
+        workqueue::{
+            bands,
+            contention::{ADDS, measured_table, through_channel, through_queue},
+        },
     };
     use std::time::Duration;
     if runs == 0 {
@@ -253,7 +256,7 @@ fn contention(runs: usize, progress: impl Fn(String)) -> anyhow::Result<String> 
         ));
     }
     let mut summary = format!("\n{}\n", measured_table(&queue_runs, &channel_runs));
-    for (name, band) in bands::ALL {
+    for (name, band) in bands::BANDS {
         summary.push_str(&format!("{name} {band}: {}\n", band.basis));
     }
     for (name, reference) in bands::SHOWN {

@@ -1073,7 +1073,7 @@ fn the_cross_import_check_fires_on_a_chapter_importing_another() {
     let crossed = cross_imports(&file(
         "intro",
         "fn f() {\n    let r = crate::lab::burst::run(&p);\n    \
-         use controlloop_book::lab::intro::REAL_US;\n}\n",
+         use controlloop_book::lab::intro::bands::REAL_US;\n}\n",
     ));
     assert_eq!(crossed, ["intro imports burst (intro/mod.rs)"]);
     let clean = file(

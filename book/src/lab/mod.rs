@@ -16,10 +16,14 @@
 //! ([`mod@crate::press::chapters`]) and on the command line (`cargo run -- run NAME`), each of
 //! which runs an experiment, checks every durable claim, and records its results through
 //! [`crate::kit::snap`] exactly as the chapter does, so the page and the run can never
-//! disagree about what was measured; and, if its experiments pin bands, `BANDS`. An
-//! experiment stands on the rig, on [`designs`], and on the ports. It takes nothing else from
-//! another chapter's module, except the experiment it compares with or reruns: chapter 09's
-//! drills rerun chapters 15 to 18, chapter 11 reruns chapter 06's sweeps and chapter 04's
+//! disagree about what was measured; and, if its experiments pin bands, `bands.rs`: the band
+//! constants, then `BANDS` and `SHOWN`, the lists of the bands checked and of the figures
+//! shown beside reference runs, which chapter 10 prints (a block names a band
+//! `NAME::bands::BAND`).
+//!
+//! An experiment stands on the rig, on [`designs`], and on the ports. It takes nothing else
+//! from another chapter's module, except the experiment it compares with or reruns: chapter
+//! 09's drills rerun chapters 15 to 18, chapter 11 reruns chapter 06's sweeps and chapter 04's
 //! resync beside kube-runtime, chapter 13 reruns experiments of chapters 01, 02, 04, 06 and 07
 //! on both releases, and chapter 14 reruns chapter 06's sweeps and chapter 11's kube-runtime
 //! storm on a real server. `book/tests/book_layout.rs` lists those (`BUILDS_ON`) and fails on
@@ -86,9 +90,11 @@ pub struct Module {
     pub bands: fn(&'static str) -> Vec<Pinned>,
 }
 
-/// `"NN-name.md" => module` (its experiments pin no band), `"NN-name.md" => module, BANDS`
-/// (they pin `module::BANDS`, a list of `(name, band)`), or `… => module, BANDS = LIST` for a
-/// module that serves several chapters, each with bands of its own (`module::LIST`).
+/// `"NN-name.md" => module` (its experiments pin no band), or `"NN-name.md" => module, bands`
+/// (they pin the bands of `module::bands`, the module's `bands.rs`: its `BANDS`, a list of
+/// `(name, band)`, and its `SHOWN`, a list of `(name, reference)` of the figures shown beside
+/// reference runs). kube_runtime, which serves three chapter files, keeps one such list pair
+/// per part: `bands::storm`, `bands::findings`.
 macro_rules! serves {
     ($chapter:literal => $module:ident) => {
         Module {
@@ -97,26 +103,13 @@ macro_rules! serves {
             bands: |_| Vec::new(),
         }
     };
-    ($chapter:literal => $module:ident, BANDS) => {
-        serves!($chapter => $module, BANDS = BANDS)
-    };
-    ($chapter:literal => $module:ident, BANDS = $bands:ident) => {
-        Module {
-            chapter: $chapter,
-            name: stringify!($module),
-            bands: |chapter| bands::pinned($module::$bands, chapter),
-        }
-    };
-    ($chapter:literal => $module:ident, BANDS, SHOWN) => {
-        serves!($chapter => $module, BANDS = BANDS, SHOWN = SHOWN)
-    };
-    ($chapter:literal => $module:ident, BANDS = $bands:ident, SHOWN = $shown:ident) => {
+    ($chapter:literal => $module:ident, $($lists:ident)::+) => {
         Module {
             chapter: $chapter,
             name: stringify!($module),
             bands: |chapter| {
-                let mut all = bands::pinned($module::$bands, chapter);
-                all.extend(bands::shown($module::$shown, chapter));
+                let mut all = bands::pinned($module::$($lists)::+::BANDS, chapter);
+                all.extend(bands::shown($module::$($lists)::+::SHOWN, chapter));
                 all
             },
         }
@@ -125,25 +118,25 @@ macro_rules! serves {
 
 /// Every chapter's experiment module, in chapter order.
 pub const MODULES: &[Module] = &[
-    serves!("00-introduction.md" => intro, BANDS),
-    serves!("01-two-small-sets.md" => workqueue, BANDS, SHOWN),
+    serves!("00-introduction.md" => intro, bands),
+    serves!("01-two-small-sets.md" => workqueue, bands),
     serves!("02-forget-is-not-done.md" => workqueue),
     serves!("03-realfifo.md" => fifo),
     serves!("04-resync.md" => resync),
     serves!("05-method.md" => method),
-    serves!("06-deduplication.md" => burst, BANDS, SHOWN),
+    serves!("06-deduplication.md" => burst, bands),
     serves!("07-edge-triggered-bill.md" => edge),
     serves!("08-where-the-rule-is-written.md" => status_hatch),
     serves!("09-spoken-drills.md" => drills),
     serves!("10-what-varies.md" => bands),
-    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, BANDS = STORM_BANDS, SHOWN = STORM_SHOWN),
+    serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, bands::storm),
     serves!("11-what-differs-on-kube-rs.md" => kube_runtime),
-    serves!("11-what-running-kube-rs-found.md" => kube_runtime, BANDS = FINDINGS_BANDS),
-    serves!("12-watches-are-the-optimisation.md" => faults, BANDS),
+    serves!("11-what-running-kube-rs-found.md" => kube_runtime, bands::findings),
+    serves!("12-watches-are-the-optimisation.md" => faults, bands),
     serves!("13-when-upstream-moves.md" => moved),
-    serves!("14-on-a-real-api-server.md" => real_server, BANDS, SHOWN),
-    serves!("15-the-second-replica.md" => second_replica, BANDS),
+    serves!("14-on-a-real-api-server.md" => real_server, bands),
+    serves!("15-the-second-replica.md" => second_replica, bands),
     serves!("16-deletion.md" => deletion),
     serves!("17-first-write.md" => first_write),
-    serves!("18-many-workers.md" => many_workers, BANDS, SHOWN),
+    serves!("18-many-workers.md" => many_workers, bands),
 ];

@@ -5,9 +5,10 @@
 //! (`book/bases/NAME.tsv`, [`crate::kit::basis`]), and the band is the rule of its kind
 //! ([`basis::RULE`]) over them; a figure no check survives on every machine is shown beside its
 //! reference runs ([`Reference`]). Both live next to the experiments that use them (each chapter
-//! module's `BANDS` and `SHOWN`, listed in [`crate::lab::MODULES`]); this module lists them all,
-//! so that the chapter "What varies, and what was not verified" prints the table from the same
-//! constants the checks use, and a moved band or a new run shows up there as a snapshot diff.
+//! module's `bands.rs`, with its `BANDS` and `SHOWN`, listed in [`crate::lab::MODULES`]); this
+//! module lists them all, so that the chapter "What varies, and what was not verified" prints
+//! the table from the same constants the checks use, and a moved band or a new run shows up
+//! there as a snapshot diff.
 //! [`measure`] runs the experiments that give the runs.
 
 pub mod measure;

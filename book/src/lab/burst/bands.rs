@@ -48,7 +48,7 @@ pub const REAL_CONVERGE_OVERHEAD_MS: Band<f64> = Band::at_most(
 );
 
 /// Every band above, by name.
-pub const ALL: &[(&str, Band<f64>)] = &[
+pub const BANDS: &[(&str, Band<f64>)] = &[
     ("REAL_RECONCILE_RATIO", REAL_RECONCILE_RATIO),
     (
         "REAL_COLLAPSE_AT_OR_BELOW_GAP",

@@ -48,5 +48,4 @@ pub use crate::lab::rig::burst::{
     Target, Variant, broken_storm, level_storm, measure, millis as report_millis, prepare, run,
     run_async, start_and_settle, start_channel_of_keys, start_debounced, start_first_payload,
 };
-pub use bands::{ALL as BANDS, SHOWN};
 pub use ch06::{ch06_real, ch06_virtual};

@@ -48,6 +48,7 @@
 //!   ([`Cluster::restart`](controlloop::apiserver::Cluster::restart)), so every informer relists; a
 //!   kube-apiserver's new watch cache refuses only revisions older than its first list.
 
+pub mod bands;
 pub mod hooks;
 pub mod on_fake;
 pub mod storm;
@@ -56,10 +57,7 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 
 use serde::Serialize;
 
-use crate::{
-    kit::band::Band,
-    lab::designs::trigger::{Config, Design, Downstream},
-};
+use crate::lab::designs::trigger::{Config, Design, Downstream};
 use controlloop::controller::{QueueKind, Release};
 
 pub use crate::lab::designs::trigger::{Backlog, Backoff};
@@ -396,19 +394,6 @@ pub struct Row {
     pub edge: Outcome,
 }
 
-/// The level design's reconciles under the slow handler (real clock): an upper bound, for the
-/// claim is that the level design merges the events a slow handler lets pile up (the edge
-/// design pays one reconcile per event).
-pub const SLOW_HANDLER_RECONCILES: Band<u64> = Band::at_most(
-    94,
-    "behind a slow event handler, the level-triggered design merges events: far fewer \
-     reconciles than the edge-triggered design's one per event",
-    "book/bases/slow_handler_reconciles.tsv",
-);
-
-/// The bands the matrix pins (chapter 10's table).
-pub const BANDS: &[(&str, Band<u64>)] = &[("SLOW_HANDLER_RECONCILES", SLOW_HANDLER_RECONCILES)];
-
 impl Row {
     /// Runs both designs through `fault` in its own storm ([`Fault::setup`]).
     pub fn run(fault: Fault) -> Row {
@@ -435,7 +420,7 @@ impl Row {
     pub fn line(&self) -> String {
         let (l, e) = (&self.level, &self.edge);
         let level_reconciles = match self.fault {
-            Fault::SlowHandler => SLOW_HANDLER_RECONCILES
+            Fault::SlowHandler => bands::SLOW_HANDLER_RECONCILES
                 .check("slow handler: level reconciles", l.reconciles)
                 .to_string(),
             _ => l.reconciles.to_string(),

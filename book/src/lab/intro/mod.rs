@@ -7,21 +7,9 @@
 
 use std::time::Duration;
 
+pub mod bands;
+
 use crate as controlloop_book;
-use crate::kit::band::Band;
-
-// book: ch00_band
-/// The real µs that ten virtual one-second sleeps take: an upper bound, the rule over the runs
-/// in its file.
-pub const REAL_US: Band<u128> = Band::at_most(
-    32_344,
-    "ten one-second sleeps on the paused clock take a few milliseconds of real time at most",
-    "book/bases/real_us.tsv",
-);
-// book: end ch00_band
-
-/// The bands chapter 00 pins (chapter 10's table).
-pub const BANDS: &[(&str, Band<u128>)] = &[("REAL_US", REAL_US)];
 
 // book: ch00_sleeps
 /// Ten one-second sleeps on a runtime whose clock is paused: how long they took on that
@@ -49,7 +37,7 @@ pub fn ten_virtual_sleeps() -> (Duration, Duration) {
 pub fn ch00_virtual_time() {
     // book: ch00_virtual_time
     use controlloop_book::kit::band::InBand;
-    use controlloop_book::lab::intro::{REAL_US, ten_virtual_sleeps};
+    use controlloop_book::lab::intro::{bands::REAL_US, ten_virtual_sleeps};
     use std::time::Duration;
 
     #[derive(serde::Serialize)]

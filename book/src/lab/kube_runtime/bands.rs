@@ -1,6 +1,7 @@
-//! Every check chapter 11's real-clock runs make. Chapter 10 lists them from [`STORM`],
-//! [`STORM_SHOWN`] and [`FINDINGS`], beside the write-storm checks of chapter 06 that they
-//! mirror. Each band's runs are its file, `book/bases/NAME.tsv` (`cargo run -- measure kube`,
+//! Every check chapter 11's real-clock runs make. The module serves three chapter files, so
+//! its lists are per part: chapter 10 lists them from [`storm`] (the first part's) and
+//! [`findings`] (the third's; the second pins none), beside the write-storm checks of chapter
+//! 06 that they mirror. Each band's runs are its file, `book/bases/NAME.tsv` (`cargo run -- measure kube`,
 //! `… measure latency`), and the band is the rule of its kind over them
 //! ([`crate::kit::basis::RULE`]).
 
@@ -37,18 +38,34 @@ pub const REAL_LATENCY_P50_GAP_MS: Band<f64> = Band::at_most(
     "book/bases/real_latency_p50_gap_ms.tsv",
 );
 
-/// The storm part's bands, by name.
-pub const STORM: &[(&str, Band<f64>)] = &[
-    ("KUBE_REAL_RECONCILE_RATIO", KUBE_REAL_RECONCILE_RATIO),
-    (
-        "KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP",
-        KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP,
-    ),
-];
+/// The first part's lists ("What carries over to kube-rs").
+pub mod storm {
+    use super::{
+        Band, KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP, KUBE_REAL_ESSAY_RECONCILES,
+        KUBE_REAL_RECONCILE_RATIO, Reference,
+    };
 
-/// The storm part's figures shown and not checked, by name.
-pub const STORM_SHOWN: &[(&str, Reference)] =
-    &[("KUBE_REAL_ESSAY_RECONCILES", KUBE_REAL_ESSAY_RECONCILES)];
+    /// Every band of the storm part, by name.
+    pub const BANDS: &[(&str, Band<f64>)] = &[
+        ("KUBE_REAL_RECONCILE_RATIO", KUBE_REAL_RECONCILE_RATIO),
+        (
+            "KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP",
+            KUBE_REAL_COLLAPSE_AT_OR_BELOW_GAP,
+        ),
+    ];
 
-/// The findings part's band.
-pub const FINDINGS: &[(&str, Band<f64>)] = &[("REAL_LATENCY_P50_GAP_MS", REAL_LATENCY_P50_GAP_MS)];
+    /// Every figure of the storm part shown and not checked, by name.
+    pub const SHOWN: &[(&str, Reference)] =
+        &[("KUBE_REAL_ESSAY_RECONCILES", KUBE_REAL_ESSAY_RECONCILES)];
+}
+
+/// The third part's lists ("What running kube-rs found").
+pub mod findings {
+    use super::{Band, REAL_LATENCY_P50_GAP_MS, Reference};
+
+    /// Every band of the findings part, by name.
+    pub const BANDS: &[(&str, Band<f64>)] = &[("REAL_LATENCY_P50_GAP_MS", REAL_LATENCY_P50_GAP_MS)];
+
+    /// Every figure of the findings part shown and not checked, by name: none.
+    pub const SHOWN: &[(&str, Reference)] = &[];
+}

@@ -57,12 +57,6 @@ pub mod findings;
 pub mod semantics;
 pub mod storm;
 
-/// The band the findings part of chapter 11 pins.
-pub use bands::FINDINGS as FINDINGS_BANDS;
-/// The bands the storm part of chapter 11 pins (chapter 10's table).
-pub use bands::STORM as STORM_BANDS;
-/// The figures the storm part of chapter 11 shows and does not check.
-pub use bands::STORM_SHOWN;
 pub use ch11::{ch11_findings, ch11_findings_real, ch11_semantics, ch11_storm, ch11_storm_real};
 
 use std::{fmt::Write as _, sync::Arc, time::Duration};

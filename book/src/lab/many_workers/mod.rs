@@ -29,7 +29,6 @@
 pub mod bands;
 pub mod cpu;
 
-pub use bands::{BANDS, SHOWN};
 pub use cpu::ch18_cpu;
 
 use std::{

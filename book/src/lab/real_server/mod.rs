@@ -58,7 +58,6 @@ use std::fmt::Write as _;
 
 use crate::kit::{measured, snap};
 use crate::lab::rig::real::{Instance, or_skip};
-pub use bands::{BANDS, SHOWN};
 use conformance::{KNOWN, differences::reconcile};
 use latency::time_writes;
 use versions::{UPDATES, rv_check};

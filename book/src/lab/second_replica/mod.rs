@@ -30,9 +30,8 @@
 //! exits the process. Here a lost lease kills the replica's hatch process (informer, queue,
 //! workers), which is what the exit amounts to for the keys in flight.
 
+pub mod bands;
 pub mod real;
-
-pub use real::bands::BANDS;
 
 use std::{
     future::Future,

@@ -27,6 +27,8 @@ use std::{future::Future, ops::Deref};
 
 use controlloop::workqueue::{Claim, broken::QueueWithoutProcessingSet};
 
+use super::bands;
+
 use crate as controlloop_book;
 use crate::kit::{
     band::{Reference, Shown},
@@ -249,8 +251,9 @@ pub fn ch01_contention_real() {
     use controlloop::workqueue::Queue;
     use controlloop_book::kit::measured::command_run;
     use controlloop_book::lab::rig;
-    use controlloop_book::lab::workqueue::contention::{
-        ADDS, KEYS, bands, through_channel, through_queue,
+    use controlloop_book::lab::workqueue::{
+        bands,
+        contention::{ADDS, KEYS, through_channel, through_queue},
     };
     use std::time::{Duration, Instant};
     // client-go's shape: a reconcile that yields once, and adds as fast as they can be made.
@@ -287,7 +290,7 @@ pub fn ch01_contention_real() {
 pub fn ch01_essay() {
     // book: ch01_essay
     use controlloop_book::kit::basis::Basis;
-    use controlloop_book::lab::workqueue::contention::{ADDS, bands};
+    use controlloop_book::lab::workqueue::{bands, contention::ADDS};
     use std::fmt::Write;
     // The essay's figures: Go, under its race detector, with more work per reconcile.
     let essay_queue_reconciles = 148_497;
@@ -332,41 +335,6 @@ pub fn record_virtual(queue: Counts, broken: Counts, channel: Counts, adds: usiz
         ));
     }
     snap::text("ch01_contention_virtual", table);
-}
-
-/// The real-clock run's checks. The durable claims (0 violations through the queue, one
-/// reconcile per add through the channel, at least one reconcile per key) are asserted exactly
-/// and are not here.
-pub mod bands {
-    use crate::kit::band::{Band, Reference};
-
-    /// The queue's reconciles per add, out of 320,000 adds over 64 keys: shown, not checked.
-    /// How far the queue merges swings with how often the workers keep pace with the producer,
-    /// which is the machine's doing (quiet runs of its file fall into two groups, near 0.0003
-    /// and from 0.01 to 0.022). That it merges at all is the same-run law asserted on every
-    /// run: at least one reconcile per key, fewer reconciles than adds.
-    pub const QUEUE_RECONCILES_PER_ADD: Reference = Reference::new(
-        "the queue's reconciles per add",
-        "the same-run law asserted on every run: 64 <= reconciles < adds",
-        "book/bases/queue_reconciles_per_add.tsv",
-    );
-    /// Channel same-key violations: shown, not checked. Its runs include 0, so "more than 0" is
-    /// carried by the fixed-schedule run under virtual time.
-    pub const CHANNEL_VIOLATIONS: Reference = Reference::new(
-        "how often a channel handed a held key to a second worker",
-        "the fixed-schedule run under virtual time (more than 0 through the channel, exactly)",
-        "book/bases/channel_violations.tsv",
-    );
-
-    /// Every band of the harness, by name, for the book's table of bands: none, for no figure of
-    /// this harness survives every machine.
-    pub const ALL: &[(&str, Band<f64>)] = &[];
-
-    /// Every figure shown and not checked, by name.
-    pub const SHOWN: &[(&str, Reference)] = &[
-        ("QUEUE_RECONCILES_PER_ADD", QUEUE_RECONCILES_PER_ADD),
-        ("CHANNEL_VIOLATIONS", CHANNEL_VIOLATIONS),
-    ];
 }
 
 /// One variant's real-clock runs, as the snapshot pins them.

@@ -32,7 +32,7 @@
 //!
 //! The virtual-time experiments run on [`crate::lab::rig::paused`] (one thread, paused clock):
 //! their schedules are fixed, so their results are exact. Only the real-clock contention run
-//! uses two threads, and it pins its run-specific numbers through [`contention::bands`].
+//! uses two threads, and it pins its run-specific numbers through [`bands`].
 //!
 //! # Differences from upstream
 //!
@@ -41,6 +41,7 @@
 //! channel of 1024), with tokio tasks where Go has goroutines.
 
 pub mod backoff;
+pub mod bands;
 pub mod coalescing;
 pub mod contention;
 pub mod cycles;
@@ -49,8 +50,6 @@ pub use backoff::{
     ch02_bucket, ch02_default_limiter, ch02_done_without_forget, ch02_forget_without_done,
 };
 pub use coalescing::{ch01_coalescing, ch01_controller_queue};
-/// The bands chapter 01's real-clock contention run pins (chapter 10's table).
-pub use contention::bands::{ALL as BANDS, SHOWN};
 pub use contention::{ch01_contention_real, ch01_contention_virtual, ch01_essay};
 
 use std::time::Duration;
