@@ -1,5 +1,5 @@
 //! Every check the write-storm experiments make under the real clock. Chapter 10 lists them from
-//! [`ALL`] and [`SHOWN`], so the page and the checks cannot disagree. Each band's runs are its
+//! [`BANDS`] and [`SHOWN`], so the page and the checks cannot disagree. Each band's runs are its
 //! file, `book/bases/NAME.tsv` (`cargo run -- measure storms`), and the band is the rule of its
 //! kind over them ([`crate::kit::basis::RULE`]).
 

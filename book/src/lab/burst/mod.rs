@@ -23,10 +23,12 @@
 //! Three subjects ([`Variant`]): the faithful [`Controller`], and two deliberately broken
 //! designs that the chapter uses to show its detectors firing.
 //!
-//! The storm itself is [`rig::ESSAY`] (200 writes, 1 ms apart, 20 ms per reconcile) unless a
-//! run changes one of its numbers. Chapter 06 shows the body of [`level_storm`] as its first
-//! block, verbatim (`book/tests/book_layout.rs` keeps the two identical); every sweep runs that body
-//! through [`run`].
+//! The storm itself is [`crate::lab::rig::ESSAY`] (200 writes, 1 ms apart, 20 ms per
+//! reconcile) unless a run changes one of its numbers. The storm's plumbing (its parameters,
+//! the designs it runs against, its report) is the rig's ([`crate::lab::rig::burst`]), for
+//! chapters 11, 13, 14 and 18 run it again; this module re-exports it. Chapter 06 shows the
+//! body of [`level_storm`] as its first block, verbatim (`book/tests/book_layout.rs` keeps the
+//! two identical); every sweep runs that body through [`run`].
 //!
 //! ```
 //! use controlloop_book::lab::burst::{self, Params};
