@@ -10,8 +10,8 @@
 //!   an add and merges it at the next flush, which upstream's flush goroutine runs beside the
 //!   adds. Here nothing drives the runtime, so the flush task never runs: every 1,000th add the
 //!   row calls `len`, which flushes, and each add's figure includes its share of that flush
-//!   (the merge itself). Before issue 25 the row never flushed, so it timed a buffer growing
-//!   without bound (and its page faults), not a merge.
+//!   (the merge itself). A row that never flushed would time a buffer growing without bound
+//!   (and its page faults), not a merge.
 //!
 //! Each row runs with three key types, pre-generated outside the timed loop: `&'static str`
 //! (the main rows; a copy is free, as a Go string header's is), `R/String` (an owned `String`

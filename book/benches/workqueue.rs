@@ -5,7 +5,7 @@
 //! # Keys
 //!
 //! Keys are pre-generated `default/obj-NNNNNNN`, as in client-go's benchmark, outside the timed
-//! loop. Each row runs with three key types (the `String` and `Request` rows after issue 25):
+//! loop. Each row runs with three key types:
 //!
 //! - the main rows: `&'static str`, which like a Go string is a pointer and a length: copying it
 //!   costs nothing, as Go's `q.Add(key)` copies a string header;
