@@ -59,7 +59,7 @@ pub use lister_watcher::{
 };
 pub use real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions, RealFifoOptionsError};
 pub use reflector::{
-    Backoff, BackoffConfig, DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, RecordingStore, Reflector,
+    BackoffConfig, DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, RecordingStore, Reflector,
     ReflectorOptions, ReflectorPhase, ReflectorStep, ReflectorStore, ReflectorStoreError,
     StoreCall, VERY_SHORT_WATCH,
 };

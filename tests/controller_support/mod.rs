@@ -12,7 +12,7 @@ use controlloop::{
         SharedIndexInformer,
     },
     controller::{Controller, ControllerError, Event, Request, predicate::Predicate},
-    features::klog,
+    klog,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
