@@ -46,7 +46,7 @@ use super::{
 };
 
 /// Upstream's `defaultBatchSize`.
-pub const DEFAULT_BATCH_SIZE: usize = 1000;
+pub(crate) const DEFAULT_BATCH_SIZE: usize = 1000;
 
 /// How to build a [`RealFifo`] (upstream `RealFIFOOptions`).
 pub struct RealFifoOptions<K> {
@@ -62,7 +62,7 @@ pub struct RealFifoOptions<K> {
     pub unlock_while_processing: bool,
     /// Queue bookmarks; needs `atomic_events`.
     pub emit_delta_type_bookmark: bool,
-    /// The largest batch `pop_batch` hands out; default [`DEFAULT_BATCH_SIZE`].
+    /// The largest batch `pop_batch` hands out; default 1000 (upstream's `defaultBatchSize`).
     pub batch_size: usize,
 }
 

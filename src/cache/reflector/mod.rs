@@ -49,12 +49,14 @@ use super::lister_watcher::{
 };
 
 mod backoff;
+#[cfg(any(test, feature = "testing"))]
 mod recording;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use backoff::BackoffConfig;
 use backoff::RelistBackoff;
+#[cfg(any(test, feature = "testing"))]
 pub use recording::{RecordingStore, StoreCall};
 
 use super::fifo::sealed::Queued;
@@ -165,11 +167,11 @@ impl fmt::Debug for ReflectorOptions {
 }
 
 /// The smallest watch timeout upstream honours: 5 minutes.
-pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 /// The pager's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 /// A watch that closes sooner than this with no events is an error, not a normal close.
-pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+pub(crate) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The reflector's states, as a plain name (see [`Reflector::phase`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -137,9 +137,9 @@ pub(crate) struct Faithful;
 impl<K: Object> Seam<K> for Faithful {}
 
 /// How often [`wait_for_cache_sync`] looks again (client-go's `syncedPollPeriod`).
-pub const SYNCED_POLL_PERIOD: Duration = Duration::from_millis(100);
+pub(crate) const SYNCED_POLL_PERIOD: Duration = Duration::from_millis(100);
 
-/// Waits until `synced` is true: it looks at once, then every [`SYNCED_POLL_PERIOD`]
+/// Waits until `synced` is true: it looks at once, then every 100 ms (upstream's `syncedPollPeriod`)
 /// (client-go v0.37.2 `tools/cache/shared_informer.go`, `WaitForCacheSync`, a
 /// `wait.PollImmediateUntil`). So a wait that finds the cache unsynced at its first look ends
 /// at the next tick after the sync, not at the sync: 100 ms after it began, for an informer
