@@ -144,6 +144,15 @@
 //! set, a priority queue that hands out locked keys, informers that call handlers before the
 //! cache is written or relist on resync. They exist to show a check catching the bug; the
 //! faithful code never branches on them.
+//!
+//! ## For tests
+//!
+//! With the `testing` feature, what exists only for tests and the book is public: the queue
+//! cores stepped one operation at a time (`workqueue::QueueCore`,
+//! `controller::priorityqueue::PriorityQueueCore`), a scripted lister-watcher and a store that
+//! records a reflector's calls (`cache::ScriptedListerWatcher`, `cache::RecordingStore`),
+//! `klog::capture`, and `testing`: an embedded cluster with an informer on its ConfigMaps, and
+//! a recorder of what reconciles acted on.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -152,7 +161,17 @@ pub mod cache;
 pub mod controller;
 pub mod fake;
 pub mod features;
+// klog's line format, which the ports log through: a namespace of its own with the `testing`
+// feature, for its `capture` (tests and the book compare the lines a run logs with upstream's).
+#[cfg(feature = "testing")]
+pub mod klog;
+#[cfg(not(feature = "testing"))]
+mod klog;
 pub mod leaderelection;
 pub mod resources;
 pub mod retry;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod wait;
+mod watch_event;
 pub mod workqueue;

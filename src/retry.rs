@@ -67,22 +67,9 @@ use std::{future::Future, time::Duration};
 
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
-/// How long to wait between attempts, and how many attempts to make (apimachinery's
-/// `wait.Backoff`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
-    /// The first wait (before any factor or jitter).
-    pub duration: Duration,
-    /// Each step multiplies the wait by this, while `steps` lasts and the cap allows; 0 keeps
-    /// it.
-    pub factor: f64,
-    /// Each wait adds up to this fraction of itself, drawn uniformly (0: none).
-    pub jitter: f64,
-    /// How many attempts the retry helpers make.
-    pub steps: u32,
-    /// The largest wait the factor may reach (zero: no cap); reaching it ends the growth.
-    pub cap: Duration,
-}
+/// How long to wait between attempts, and how many: apimachinery's `wait.Backoff`, ported once
+/// for the crate (the reflector and the elector wait on the same port).
+pub use crate::wait::Backoff;
 
 /// client-go's `retry.DefaultRetry`: "the recommended retry for a conflict where multiple
 /// clients are making changes to the same resource": 5 attempts, 10 ms apart, plus up to 10 %.
@@ -103,31 +90,6 @@ pub const DEFAULT_BACKOFF: Backoff = Backoff {
     steps: 4,
     cap: Duration::ZERO,
 };
-
-impl Backoff {
-    /// The next wait, advancing the backoff (apimachinery's `Backoff.Step`); `random` is the
-    /// jitter's draw, in `[0, 1)`.
-    pub fn step(&mut self, random: f64) -> Duration {
-        let wait = self.duration;
-        if self.steps >= 1 {
-            self.steps -= 1;
-            if self.factor != 0.0 {
-                let next = self.duration.mul_f64(self.factor);
-                if !self.cap.is_zero() && next > self.cap {
-                    self.duration = self.cap;
-                    self.steps = 0;
-                } else {
-                    self.duration = next;
-                }
-            }
-        }
-        if self.jitter > 0.0 {
-            wait + wait.mul_f64(random * self.jitter)
-        } else {
-            wait
-        }
-    }
-}
 
 /// Runs `f` until it succeeds, fails with an error `retriable` rejects, or has run
 /// `backoff.steps` times, sleeping one [`Backoff::step`] between attempts (client-go's

@@ -16,43 +16,17 @@ use controlloop::controller::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 
-#[path = "controller_support/cluster.rs"]
-mod cluster;
-use cluster::{Fixture, Recorder, value_of};
+use controlloop::testing::{Fixture, Recorder, set_value, value_of};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
-async fn fixture(objects: &[&str]) -> Fixture {
-    Fixture::with(objects).await
-}
-
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what}"))
-}
-
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    within(what, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-}
+mod controller_support;
+use controller_support::{runtime, until, within};
 
 /// The reconciler never sees the event: it reads the object from the cache, so a reconcile
 /// that starts after three writes acts on the third value, once.
 #[test]
 fn the_reconciler_reads_the_current_object_from_the_cache() {
     runtime().block_on(async {
-        let mut f = fixture(&["a"]).await;
+        let mut f = Fixture::in_process(&["a"]).await;
         let recorder = Recorder::new();
         let rec = recorder.clone();
         let c = Controller::builder("t")
@@ -78,10 +52,10 @@ fn the_reconciler_reads_the_current_object_from_the_cache() {
         })
         .await;
         let api = f.api.clone();
-        cluster::set_value(&api, "a", 1).await.unwrap(); // starts a reconcile of 1
+        set_value(&api, "a", 1).await.unwrap(); // starts a reconcile of 1
         tokio::time::sleep(Duration::from_millis(10)).await;
         for v in 2..=3 {
-            cluster::set_value(&api, "a", v).await.unwrap(); // both arrive while it runs
+            set_value(&api, "a", v).await.unwrap(); // both arrive while it runs
         }
         until("the dirty key was never re-queued by done()?", || {
             recorder.observations().len() == 3
@@ -95,7 +69,7 @@ fn the_reconciler_reads_the_current_object_from_the_cache() {
             .await
             .unwrap()
             .unwrap();
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -104,7 +78,7 @@ fn the_reconciler_reads_the_current_object_from_the_cache() {
 #[test]
 fn a_panicking_reconciler_is_recovered_and_retried() {
     runtime().block_on(async {
-        let mut f = fixture(&["a"]).await;
+        let mut f = Fixture::in_process(&["a"]).await;
         let calls = Arc::new(AtomicU64::new(0));
         let n = calls.clone();
         let c = Controller::builder("t")
@@ -136,7 +110,7 @@ fn a_panicking_reconciler_is_recovered_and_retried() {
         assert_eq!(c.queue().num_requeues(&Request::new("default", "a")), 0);
         c.shutdown();
         within("run never returned", run).await.unwrap().unwrap();
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -161,7 +135,7 @@ fn an_unrecovered_panic_reaches_run_and_still_releases_the_key() {
 
 fn an_unrecovered_panic_on(release: Release) {
     runtime().block_on(async {
-        let mut f = fixture(&["a"]).await;
+        let mut f = Fixture::in_process(&["a"]).await;
         let c = Controller::builder("t")
             .release(release)
             .recover_panic(false)
@@ -187,7 +161,7 @@ fn an_unrecovered_panic_on(release: Release) {
             "the key is still held: was the claim not dropped while unwinding?",
         )
         .await;
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -197,7 +171,7 @@ fn an_unrecovered_panic_on(release: Release) {
 #[test]
 fn shutdown_waits_for_the_reconcile_in_flight_and_takes_no_more() {
     runtime().block_on(async {
-        let mut f = fixture(&["a", "b"]).await;
+        let mut f = Fixture::in_process(&["a", "b"]).await;
         let recorder = Recorder::new();
         let rec = recorder.clone();
         let c = Controller::builder("t")
@@ -231,7 +205,7 @@ fn shutdown_waits_for_the_reconcile_in_flight_and_takes_no_more() {
             started.elapsed() >= Duration::from_millis(100),
             "returned before the reconcile ended"
         );
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -242,7 +216,7 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
     runtime().block_on(async {
         let names: Vec<String> = (0..12).map(|i| format!("o{i}")).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut f = fixture(&refs).await;
+        let mut f = Fixture::in_process(&refs).await;
         let in_flight = Arc::new(AtomicU64::new(0));
         let peak = Arc::new(AtomicU64::new(0));
         let (i, p) = (in_flight.clone(), peak.clone());
@@ -280,7 +254,7 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
         );
         c.shutdown();
         within("run never returned", run).await.unwrap().unwrap();
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -292,7 +266,7 @@ fn workers_run_distinct_keys_in_parallel_up_to_the_limit() {
 fn a_done_checker_wait_starts_the_workers_at_the_sync_not_at_the_next_poll() {
     let first_reconcile = |wait: SyncWait, release: Release| {
         runtime().block_on(async {
-            let mut f = fixture(&["a"]).await;
+            let mut f = Fixture::in_process(&["a"]).await;
             let started = tokio::time::Instant::now();
             let (tx, rx) = tokio::sync::oneshot::channel();
             let tx = std::sync::Mutex::new(Some(tx));
@@ -317,7 +291,7 @@ fn a_done_checker_wait_starts_the_workers_at_the_sync_not_at_the_next_poll() {
             let at = within("no reconcile ever started", rx).await.unwrap();
             c.shutdown();
             within("run never returned", run).await.unwrap().unwrap();
-            f.stop().await;
+            f.stop().await.unwrap();
             at
         })
     };
@@ -339,7 +313,7 @@ fn a_done_checker_wait_starts_the_workers_at_the_sync_not_at_the_next_poll() {
 #[test]
 fn the_default_release_is_v0_25_and_the_builder_sets_another() {
     runtime().block_on(async {
-        let f = fixture(&[]).await;
+        let f = Fixture::in_process(&[]).await;
         let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
         let c = Controller::builder("t").build(&f.informer, noop).unwrap();
         assert_eq!(c.release(), Release::V0_25);
@@ -350,7 +324,7 @@ fn the_default_release_is_v0_25_and_the_builder_sets_another() {
                 .unwrap();
             assert_eq!(c.release(), release);
         }
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -362,7 +336,7 @@ fn the_default_release_is_v0_25_and_the_builder_sets_another() {
 #[test]
 fn a_controller_started_twice_refuses_again_and_again_on_every_release() {
     runtime().block_on(async {
-        let mut f = fixture(&["a"]).await;
+        let mut f = Fixture::in_process(&["a"]).await;
         f.run_informer();
         for release in Release::ALL {
             let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
@@ -385,7 +359,7 @@ fn a_controller_started_twice_refuses_again_and_again_on_every_release() {
             }
             first.abort();
         }
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -393,7 +367,7 @@ fn a_controller_started_twice_refuses_again_and_again_on_every_release() {
 #[test]
 fn start_up_errors_are_upstreams() {
     runtime().block_on(async {
-        let f = fixture(&[]).await;
+        let f = Fixture::in_process(&[]).await;
         let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
         let err = Controller::builder("").build(&f.informer, noop).err();
         assert_eq!(err, Some(ControllerError::NoName));
@@ -411,7 +385,7 @@ fn start_up_errors_are_upstreams() {
             c.run(futures::future::pending()).await,
             Err(ControllerError::AlreadyStarted)
         );
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -419,7 +393,7 @@ fn start_up_errors_are_upstreams() {
 #[test]
 fn a_terminal_error_is_not_retried() {
     runtime().block_on(async {
-        let mut f = fixture(&["a"]).await;
+        let mut f = Fixture::in_process(&["a"]).await;
         let c = Controller::builder("t")
             .build(
                 &f.informer,
@@ -439,7 +413,7 @@ fn a_terminal_error_is_not_retried() {
         assert_eq!((m.errors, m.terminal_errors), (1, 1), "retried: {m:?}");
         c.shutdown();
         within("run never returned", run).await.unwrap().unwrap();
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -450,7 +424,7 @@ fn a_terminal_error_is_not_retried() {
 #[test]
 fn each_release_builds_its_own_default_queue() {
     runtime().block_on(async {
-        let f = fixture(&[]).await;
+        let f = Fixture::in_process(&[]).await;
         let noop = |_req: Request, _ctx: Context<ConfigMap>| async { Ok(Res::done()) };
         let cases = [
             (Release::V0_24, None, QueueKind::Priority, 0),
@@ -474,7 +448,7 @@ fn each_release_builds_its_own_default_queue() {
             assert_eq!(c.queue().len(), 101 - held_back, "{release} {pq:?}");
             c.queue().shut_down();
         }
-        f.stop().await;
+        f.stop().await.unwrap();
     });
 }
 
@@ -486,7 +460,7 @@ fn each_release_builds_its_own_default_queue() {
 fn each_release_reports_its_own_queue_metrics() {
     for release in Release::ALL {
         runtime().block_on(async {
-            let mut f = fixture(&["a", "b"]).await;
+            let mut f = Fixture::in_process(&["a", "b"]).await;
             let metrics = InMemoryPriorityMetrics::new();
             let c = Controller::builder("queue-metrics")
                 .release(release)
@@ -516,7 +490,7 @@ fn each_release_reports_its_own_queue_metrics() {
                 }
             }
             assert_eq!(m.base.adds, 2, "{release}");
-            f.stop().await;
+            f.stop().await.unwrap();
         });
     }
 }
@@ -534,7 +508,7 @@ fn the_drain_at_shutdown_follows_the_queue_not_the_release() {
     ];
     for (release, pq, reconciled) in cases {
         runtime().block_on(async {
-            let mut f = fixture(&["a", "b", "c"]).await;
+            let mut f = Fixture::in_process(&["a", "b", "c"]).await;
             let recorder = Recorder::new();
             let rec = recorder.clone();
             let mut b = Controller::builder("t").release(release);
@@ -563,7 +537,7 @@ fn the_drain_at_shutdown_follows_the_queue_not_the_release() {
             within("run never returned", run).await.unwrap().unwrap();
             let n = recorder.observations().len();
             assert_eq!(n, reconciled, "{release} {pq:?}");
-            f.stop().await;
+            f.stop().await.unwrap();
         });
     }
 }

@@ -22,6 +22,7 @@ use controlloop::{
         Context, ContextError, Controller, ControllerError, Event, ReconcileError,
         ReconcileResult as Res, Release, Request,
     },
+    testing::RunningInformer,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
@@ -59,7 +60,7 @@ fn handler_panic_in_initial_list_is_reported() {
                 .with_predicate(PanicOn(initial_create_of("b")))
                 .build(&informer, counting(&calls))
                 .unwrap();
-            let running = run_informer(&informer);
+            let running = RunningInformer::start(&informer);
             let started = Instant::now();
             let run = spawn_run(&c);
             let r = within("run kept waiting for a sync that cannot come", run)
@@ -118,7 +119,7 @@ fn a_skipped_initial_add_holds_the_v0_24_gate_shut_but_not_v0_22s() {
                     async { Ok(Res::done()) }
                 })
                 .unwrap();
-            let running = run_informer(&informer);
+            let running = RunningInformer::start(&informer);
             let run = spawn_run(&c);
             match release {
                 Release::V0_24 | Release::V0_25 => {
@@ -171,7 +172,7 @@ fn handler_panic_after_sync_stops_the_running_controller() {
             }))
             .build(&informer, counting(&calls))
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let started = Instant::now();
         let r = within("run never noticed the crash", spawn_run(&c)).await;
         assert_eq!(
@@ -257,7 +258,7 @@ fn dropping_run_cancels_reconcilers() {
                 .release(release)
                 .build(&informer, recording(&log, |n| n == "a", 10 * MS))
                 .unwrap();
-            let running = run_informer(&informer);
+            let running = RunningInformer::start(&informer);
             tokio::select! {
                 r = c.run(futures::future::pending()) => panic!("run returned on its own: {r:?}"),
                 _ = until("no reconcile started", || c.metrics().active_workers == 1) => {}
@@ -335,7 +336,7 @@ fn shutdown_mid_burst(release: Release) -> (Vec<Seen>, Duration) {
             .release(release)
             .build(&informer, recording(&log, |_| false, 10 * MS))
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let run = spawn_run(&c);
         until("no reconcile started", || c.metrics().active_workers == 1).await;
         c.shutdown();
@@ -385,7 +386,7 @@ fn a_reconcile_past_its_deadline_is_cancelled_and_its_result_still_decides() {
                 .unwrap();
             let started = Instant::now();
             let run = spawn_run(&c); // its sync wait looks first, before the informer lists...
-            let running = run_informer(&informer);
+            let running = RunningInformer::start(&informer);
             until("the error was never retried", || seen.lock().len() == 2).await;
             let seen = seen.lock().clone();
             // ...and again 100 ms later (client-go's `WaitForCacheSync` polls every 100 ms):
@@ -427,7 +428,7 @@ fn an_unrecovered_reconciler_panic_is_counted() {
                     Ok(Res::done())
                 })
                 .unwrap();
-            let running = run_informer(&informer);
+            let running = RunningInformer::start(&informer);
             let run = spawn_run(&c);
             if recover {
                 // Recovered: an error result, retried; stop after the first.
@@ -469,7 +470,7 @@ fn a_reconciler_that_ignores_cancellation_holds_run_until_it_returns() {
                 }
             })
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let run = spawn_run(&c);
         until("no reconcile started", || c.metrics().active_workers == 1).await;
         c.shutdown();
@@ -491,7 +492,7 @@ fn abort_abandons_the_reconcile_in_flight() {
         let c = Controller::builder("faults")
             .build(&informer, recording(&log, |_| true, MS))
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let run = spawn_run(&c);
         until("no reconcile started", || c.metrics().active_workers == 1).await;
         c.abort();

@@ -11,6 +11,7 @@ use std::{sync::Arc, time::Duration};
 
 use controlloop::apiserver::{ApiServer, Failure, RequestRecord};
 use controlloop::cache::{BackoffConfig, HandlerFuncs, InformerOptions, SharedIndexInformer};
+use controlloop::testing::RunningInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::mpsc;
@@ -45,8 +46,7 @@ struct Running {
     server: ApiServer,
     api: Api<ConfigMap>,
     events: mpsc::UnboundedReceiver<String>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    informer: RunningInformer,
 }
 
 impl Running {
@@ -90,20 +90,11 @@ impl Running {
                     }),
             )
             .unwrap();
-        let (stop, rx) = tokio::sync::oneshot::channel();
-        let inf = informer.clone();
-        let task = tokio::spawn(async move {
-            inf.run(async {
-                let _ = rx.await;
-            })
-            .await
-        });
         let mut r = Running {
             server,
             api,
             events,
-            stop: Some(stop),
-            task,
+            informer: RunningInformer::start(&informer),
         };
         r.expect("add a 1", "initial list never delivered").await;
         r.wait_for_watches(1).await;
@@ -154,12 +145,11 @@ impl Running {
             .unwrap();
     }
 
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT, self.task)
+    async fn stop(self) {
+        self.informer
+            .stop()
             .await
-            .expect("informer did not stop: run() ignores its shutdown future?")
-            .unwrap();
+            .expect("the informer's task does not panic");
         self.server.shutdown().await;
     }
 }

@@ -4,8 +4,9 @@
 
 use controlloop::cache::{FifoKind, select_fifo};
 use controlloop::features::{
-    Feature, FeatureGateError, FeatureGates, FeatureSpec, PreRelease, Version, klog,
+    Feature, FeatureGateError, FeatureGates, FeatureSpec, PreRelease, Version,
 };
+use controlloop::klog;
 
 const TEST_ALPHA: Feature = Feature("TestAlpha");
 const TEST_BETA: Feature = Feature("TestBeta");

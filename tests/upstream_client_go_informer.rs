@@ -14,7 +14,8 @@ use controlloop::cache::{
     ReflectorOptions, ReflectorPhase, ReflectorStep, Scripted, ScriptedListerWatcher,
     ScriptedWatch, SharedIndexInformer, WatchEvent,
 };
-use controlloop::features::{Feature, FeatureGates, klog};
+use controlloop::features::{Feature, FeatureGates};
+use controlloop::klog;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectMeta;
 use parking_lot::Mutex;

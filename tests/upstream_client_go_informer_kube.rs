@@ -13,6 +13,7 @@ use std::{sync::Arc, time::Duration};
 use controlloop::apiserver::{Cluster, RequestRecord, ServerOptions};
 use controlloop::cache::{HandlerFuncs, InformerOptions, SharedIndexInformer};
 use controlloop::features::FeatureGates;
+use controlloop::testing::RunningInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
@@ -89,14 +90,7 @@ async fn after_an_expired_watch_the_relist_is_at_the_last_rv_and_only_due_listen
     informer
         .add_event_handler_with_resync(h2, Some(S(1)))
         .unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let inf = informer.clone();
-    let task = tokio::spawn(async move {
-        inf.run(async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let running = RunningInformer::start(&informer);
     tokio::time::timeout(S(60), informer.wait_synced())
         .await
         .expect("informer never synced: the initial list never reached the FIFO?");
@@ -124,11 +118,10 @@ async fn after_an_expired_watch_the_relist_is_at_the_last_rv_and_only_due_listen
     })
     .await
     .expect("cm3 never reached the cache: no relist after the expired watch?");
-    let _ = stop.send(());
-    tokio::time::timeout(S(60), task)
+    running
+        .stop()
         .await
-        .expect("informer did not stop")
-        .unwrap();
+        .expect("the informer's task does not panic");
 
     assert_eq!(
         list_rvs(&cluster.requests()),

@@ -10,8 +10,6 @@
 //! 20 ms … per failure), and the queue's `num_requeues` once the script has run. The priority
 //! tests read the entry the priority queue holds for the requeued key.
 
-#[path = "controller_support/cluster.rs"]
-mod cluster;
 mod controller_support;
 
 use std::{
@@ -23,15 +21,14 @@ use std::{
     time::Duration,
 };
 
-use controller_support::{
-    Informer, Log, block_on_capturing, informer, run_informer, spawn_run, until, within,
-};
+use controller_support::{Informer, Log, block_on_capturing, informer, spawn_run, until, within};
 use controlloop::{
     cache::HandlerPanic,
     controller::{
         Builder, Context, ContextError, Controller, Event, MetricsSnapshot, Outcome,
         ReconcileError, ReconcileResult as Res, Reconciler, Release, Request, predicate::Predicate,
     },
+    testing::{Fixture, RunningInformer},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
@@ -57,7 +54,7 @@ fn run_script(release: Release, script: Vec<Outcome>, other: bool) -> (Run, usiz
         .unwrap()
         .block_on(async move {
             let objects: &[&str] = if other { &["a", "b"] } else { &["a"] };
-            let mut f = cluster::Fixture::with(objects).await;
+            let mut f = Fixture::in_process(objects).await;
             let script = Arc::new(Mutex::new(VecDeque::from(script)));
             let calls: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
             let (s, c) = (script.clone(), calls.clone());
@@ -109,7 +106,7 @@ fn run_script(release: Release, script: Vec<Outcome>, other: bool) -> (Run, usiz
                 .expect("run never returned after shutdown")
                 .unwrap()
                 .unwrap();
-            f.stop().await;
+            f.stop().await.unwrap();
             (r, others)
         })
 }
@@ -270,7 +267,7 @@ fn run_until(
     block_on_capturing(async {
         let informer = informer(names, vec![], HandlerPanic::Crash);
         let c = builder.build(&informer, reconciler).unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let run = spawn_run(&c);
         until("the reconciles never finished", || done(&c.metrics())).await;
         c.shutdown();
@@ -471,7 +468,7 @@ fn handled_at_first_reconcile(release: Release) -> u64 {
         let names: Vec<String> = (0..N).map(|i| format!("o{i}")).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let informer: Arc<Informer> = informer(&refs, vec![], HandlerPanic::Crash);
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         within("the informer never synced", informer.wait_synced()).await;
         let handled = Arc::new(AtomicU64::new(0));
         let first: Log<u64> = Arc::default();

@@ -13,8 +13,7 @@ mod controller_support;
 use std::{sync::Arc, time::Duration};
 
 use controller_support::{
-    Informer, Log, block_on_capturing, cm, informer, informer_with, req, run_informer, spawn_run,
-    until, within,
+    Informer, Log, block_on_capturing, cm, informer, informer_with, req, spawn_run, until, within,
 };
 use controlloop::{
     cache::{HandlerPanic, InformerOptions, Scripted, WatchEvent},
@@ -23,6 +22,7 @@ use controlloop::{
         ReconcileResult as Res, Release, Request,
         priorityqueue::{AddOpts, Entry, Priority},
     },
+    testing::RunningInformer,
     workqueue::ItemExponentialFailureRateLimiter,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -53,7 +53,7 @@ fn requeued_entry(builder: Builder<ConfigMap>, outcome: Outcome) -> Option<Entry
             ..AddOpts::default()
         };
         c.queue().add_with_opts(at_ten, [req("a")]);
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let run = spawn_run(&c);
         until("the reconcile never ran", || c.metrics().reconciles() == 1).await;
         let entry = c.queue().as_priority().unwrap().entry(&req("a"));
@@ -156,7 +156,7 @@ fn queued_priorities(builder: Builder<ConfigMap>) -> Vec<(&'static str, Priority
                 Ok(Res::done())
             })
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         let mut seen = vec![];
         for what in ["initial create", "change", "resync", "delete"] {
             let (key, priority) = within(
@@ -236,7 +236,7 @@ fn order_when_one_object_changes(release: Release) -> Vec<String> {
                 }
             })
             .unwrap();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         // Synced before the controller looks, so that its first look finds the informer
         // synced on every run (see `first_reconcile`).
         within("the informer never synced", informer.wait_synced()).await;
@@ -300,7 +300,7 @@ fn reconciles_when_a_requeue_after_meets_a_change(release: Release) -> Vec<Durat
             })
             .unwrap();
         let started = tokio::time::Instant::now();
-        let running = run_informer(&informer);
+        let running = RunningInformer::start(&informer);
         within("the informer never synced", informer.wait_synced()).await; // as above
         let run = spawn_run(&c);
         tokio::time::sleep(HOUR).await;

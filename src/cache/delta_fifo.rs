@@ -39,7 +39,7 @@ use parking_lot::MutexGuard;
 
 use super::fifo::{
     Fifo, FifoError, PopError, Shell, key_of_object,
-    sealed::{FifoShell, PopCore},
+    sealed::{FifoShell, PopCore, Queued},
     tombstone,
 };
 use super::{
@@ -357,6 +357,10 @@ impl<K: Object> Fifo<K> for DeltaFifo<K> {
     fn len(&self) -> usize {
         self.shell.read(|c| c.queue.len())
     }
+}
+
+impl<K> Queued for DeltaFifo<K> {
+    type Item = K;
 }
 
 impl<K: Object> FifoShell<K> for DeltaFifo<K> {

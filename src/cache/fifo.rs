@@ -33,7 +33,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use self::sealed::PopCore;
-use super::{Deltas, KeyError, Object};
+use super::{Delta, Deltas, KeyError, Object};
 
 /// Upstream's `ErrFIFOClosed` message, shared by both FIFOs.
 pub const ERR_FIFO_CLOSED: &str = "DeltaFIFO: manipulating with closed queue";
@@ -102,6 +102,25 @@ pub trait Fifo<K: Object>: sealed::FifoShell<K> + Send + Sync {
         self.shell()
             .try_once(|core| sealed::PopCore::attempt(core, &mut process))
     }
+    /// One Pop of the informer's loop (upstream `processLoop`'s body). The FIFO decides its
+    /// shape: asked for a `batch`, a FIFO that pops batches (upstream's `QueueWithBatch`:
+    /// RealFIFO) hands several deltas to `process_batch` and a lone one to `process_single`;
+    /// otherwise, and for every other FIFO, it is a [`Fifo::pop`] into `process_single`.
+    fn pop_next<E, FB, FS>(
+        &self,
+        batch: bool,
+        process_batch: FB,
+        process_single: FS,
+    ) -> impl Future<Output = Result<(), PopError<E>>> + Send
+    where
+        E: Send,
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E> + Send,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
+    {
+        drop((batch, process_batch));
+        let pop = self.pop(process_single);
+        async move { pop.await.map(drop) }
+    }
     /// Closes the FIFO and wakes every waiting Pop. Items already queued are still handed out.
     fn close(&self) {
         self.shell().with(|c| c.close());
@@ -143,6 +162,13 @@ pub(crate) mod sealed {
         fn shell(&self) -> &Shell<Self::Core>;
         /// The FIFO's name.
         fn fifo_name(&self) -> &str;
+    }
+
+    /// The objects a FIFO queues, named without a type parameter, so that one blanket
+    /// `ReflectorStore` impl covers every FIFO beside the other stores' impls.
+    pub trait Queued {
+        /// The object type.
+        type Item;
     }
 
     /// What a Pop needs from a FIFO's core.

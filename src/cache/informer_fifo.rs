@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::{
-    DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, KeyListerGetter, Object, PopError,
+    Delta, DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, KeyListerGetter, Object, PopError,
     RealFifo, RealFifoOptions, RealFifoOptionsError, ReflectorStoreError, Store,
 };
 use crate::features::{Feature, FeatureGates};
@@ -150,16 +150,6 @@ impl<K> Clone for InformerFifo<K> {
     }
 }
 
-impl<K: Object> InformerFifo<K> {
-    /// The RealFIFO, for `pop_batch` (upstream's `QueueWithBatch` check).
-    pub fn as_real(&self) -> Option<&RealFifo<K>> {
-        match self {
-            InformerFifo::Real(f) => Some(f),
-            InformerFifo::Delta(_) => None,
-        }
-    }
-}
-
 macro_rules! each {
     ($self:ident, $f:ident => $e:expr) => {
         match $self {
@@ -209,6 +199,41 @@ impl<K: Object> InformerFifo<K> {
         F: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
     {
         each!(self, f => Fifo::try_pop(f, process))
+    }
+    /// One Pop of the informer's loop; the chosen FIFO decides whether it is a batch
+    /// ([`Fifo::pop_next`]).
+    pub async fn pop_next<E, FB, FS>(
+        &self,
+        batch: bool,
+        process_batch: FB,
+        process_single: FS,
+    ) -> Result<(), PopError<E>>
+    where
+        E: Send,
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E> + Send,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
+    {
+        each!(self, f => Fifo::pop_next(f, batch, process_batch, process_single).await)
+    }
+    /// A [`Self::pop_next`] that does not wait, for tests that step an informer one Pop at a
+    /// time.
+    #[cfg(test)]
+    pub(crate) fn try_pop_next<E, FB, FS>(
+        &self,
+        batch: bool,
+        process_batch: FB,
+        process_single: FS,
+    ) -> Option<Result<(), PopError<E>>>
+    where
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E>,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E>,
+    {
+        match self {
+            InformerFifo::Real(f) if batch => f
+                .try_pop_batch(process_batch, process_single)
+                .map(|r| r.map(drop)),
+            _ => self.try_pop(process_single).map(|r| r.map(drop)),
+        }
     }
     /// Closes the FIFO ([`Fifo::close`]).
     pub fn close(&self) {

@@ -29,6 +29,7 @@ use futures::{StreamExt, future::BoxFuture, stream::BoxStream};
 use kube::api::{Api, ListParams, VersionMatch, WatchParams};
 use serde::de::DeserializeOwned;
 
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod scripted;
 
 /// What a list call asks for (client-go's `metav1.ListOptions`, the fields a reflector sets).

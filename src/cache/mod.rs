@@ -55,19 +55,23 @@ pub use informer_fifo::{FifoChoice, FifoKind, InformerFifo, select_fifo};
 pub use lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, ListOptions, ListPage, ListerWatcher, LwError, WatchEvent,
     WatchOptions, WatchStream,
-    scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch},
 };
-pub use real_fifo::{DEFAULT_BATCH_SIZE, RealFifo, RealFifoOptions, RealFifoOptionsError};
+// A scripted cluster, for tests and the book: public with the `testing` feature only.
+#[cfg(any(test, feature = "testing"))]
+pub use lister_watcher::scripted::{Scripted, ScriptedListerWatcher, ScriptedWatch};
+pub use real_fifo::{RealFifo, RealFifoOptions, RealFifoOptionsError};
 pub use reflector::{
-    Backoff, BackoffConfig, DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, RecordingStore, Reflector,
-    ReflectorOptions, ReflectorPhase, ReflectorStep, ReflectorStore, ReflectorStoreError,
-    StoreCall, VERY_SHORT_WATCH,
+    BackoffConfig, DEFAULT_PAGE_SIZE, Reflector, ReflectorOptions, ReflectorPhase, ReflectorStep,
+    ReflectorStore, ReflectorStoreError,
 };
+// A store that records what a reflector did to it, for tests and the book (`testing`).
+#[cfg(any(test, feature = "testing"))]
+pub use reflector::{RecordingStore, StoreCall};
 pub(crate) use shared_informer::panic_message;
 pub use shared_informer::{
     DeletedObject, HandlerFuncs, HandlerPanic, HandlerRegistration, InformerError, InformerOptions,
-    MINIMUM_RESYNC_PERIOD, ResourceEventHandler, SLEEP_AFTER_HANDLER_PANIC, SYNCED_POLL_PERIOD,
-    SharedIndexInformer, determine_resync_period, wait_for_cache_sync,
+    MINIMUM_RESYNC_PERIOD, ResourceEventHandler, SLEEP_AFTER_HANDLER_PANIC, SharedIndexInformer,
+    determine_resync_period, wait_for_cache_sync,
 };
 pub use store::{
     IndexError, IndexFunc, KeyError, KeyFunc, KeyListerGetter, LookupError, NAMESPACE_INDEX, Store,

@@ -37,7 +37,7 @@ use parking_lot::MutexGuard;
 
 use super::fifo::{
     Fifo, FifoError, PopError, Shell, key_of_object,
-    sealed::{FifoShell, PopCore},
+    sealed::{FifoShell, PopCore, Queued},
     tombstone,
 };
 use super::{
@@ -46,7 +46,7 @@ use super::{
 };
 
 /// Upstream's `defaultBatchSize`.
-pub const DEFAULT_BATCH_SIZE: usize = 1000;
+pub(crate) const DEFAULT_BATCH_SIZE: usize = 1000;
 
 /// How to build a [`RealFifo`] (upstream `RealFIFOOptions`).
 pub struct RealFifoOptions<K> {
@@ -62,7 +62,7 @@ pub struct RealFifoOptions<K> {
     pub unlock_while_processing: bool,
     /// Queue bookmarks; needs `atomic_events`.
     pub emit_delta_type_bookmark: bool,
-    /// The largest batch `pop_batch` hands out; default [`DEFAULT_BATCH_SIZE`].
+    /// The largest batch `pop_batch` hands out; default 1000 (upstream's `defaultBatchSize`).
     pub batch_size: usize,
 }
 
@@ -466,6 +466,27 @@ impl<K: Object> RealFifo<K> {
 }
 
 impl<K: Object> Fifo<K> for RealFifo<K> {
+    /// A batch when asked (upstream's `QueueWithBatch`), else one delta.
+    async fn pop_next<E, FB, FS>(
+        &self,
+        batch: bool,
+        process_batch: FB,
+        process_single: FS,
+    ) -> Result<(), PopError<E>>
+    where
+        E: Send,
+        FB: FnOnce(&[Delta<K>], bool) -> Result<(), E> + Send,
+        FS: FnOnce(&Deltas<K>, bool) -> Result<(), E> + Send,
+    {
+        if batch {
+            self.pop_batch(process_batch, process_single)
+                .await
+                .map(drop)
+        } else {
+            Fifo::pop(self, process_single).await.map(drop)
+        }
+    }
+
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         self.shell.with(|c| c.producer(DeltaType::Added, obj))
     }
@@ -498,6 +519,10 @@ impl<K: Object> Fifo<K> for RealFifo<K> {
     fn len(&self) -> usize {
         self.shell.read(|c| c.items.len())
     }
+}
+
+impl<K> Queued for RealFifo<K> {
+    type Item = K;
 }
 
 impl<K: Object> FifoShell<K> for RealFifo<K> {

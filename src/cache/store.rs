@@ -257,7 +257,7 @@ impl<K: Object> Store<K> {
 
     fn note_rv(inner: &mut Inner<K>, obj: &K) {
         // Reuses the buffer the previous version was in.
-        super::reflector::copy_resource_version(&mut inner.rv, obj);
+        copy_resource_version(&mut inner.rv, obj);
     }
 
     /// Inserts or replaces `obj` (upstream `Add` is `Update`).
@@ -482,6 +482,19 @@ impl<K: Object> KeyListerGetter<K> for Store<K> {
     }
     fn get_by_key(&self, key: &str) -> Result<Option<Arc<K>>, LookupError> {
         Ok(Store::get_by_key(self, key))
+    }
+}
+
+/// An object's resourceVersion (empty when unset).
+pub(crate) fn resource_version<K: kube::Resource>(obj: &K) -> String {
+    obj.meta().resource_version.clone().unwrap_or_default()
+}
+
+/// [`resource_version`] into `buf`, reusing its allocation.
+pub(crate) fn copy_resource_version<K: kube::Resource>(buf: &mut String, obj: &K) {
+    match &obj.meta().resource_version {
+        Some(rv) => buf.clone_from(rv),
+        None => buf.clear(),
     }
 }
 

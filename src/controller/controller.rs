@@ -92,7 +92,7 @@ use crate::{
         HandlerRegistration, InformerError, ListerWatcher, Object, SharedIndexInformer, Store,
         panic_message, wait_for_cache_sync,
     },
-    features::klog,
+    klog,
     workqueue::{BuildError, Claim, RateLimiter},
 };
 

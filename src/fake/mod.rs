@@ -67,7 +67,7 @@ mod lister_watcher;
 
 // The fake's watch events carry apimachinery's `watch.EventType`, as far as the tracker sends
 // it: the same three types the embedded server's watches send.
-use crate::apiserver::EventType;
+use crate::watch_event::EventType;
 
 pub use lister_watcher::FakeListerWatcher;
 

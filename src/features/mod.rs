@@ -27,9 +27,9 @@
 //!   v0.37.2's `known_features.go` is v0.36.0's). The informer's default is the newest,
 //!   [`MAX_EMULATED`].
 
-pub mod klog;
-
 use std::{collections::BTreeMap, fmt};
+
+use crate::klog;
 
 /// A feature gate's name, exactly as upstream declares it (`InOrderInformers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

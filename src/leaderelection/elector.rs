@@ -295,9 +295,7 @@ impl<L: ResourceLock> LeaderElector<L> {
 
     fn jittered(&self) -> Duration {
         let r: f64 = self.rng.lock().random();
-        self.config
-            .retry_period
-            .saturating_add(self.config.retry_period.mul_f64(r * JITTER_FACTOR))
+        crate::wait::jitter(self.config.retry_period, JITTER_FACTOR, r)
     }
 
     async fn attempt(&self) -> bool {

@@ -39,12 +39,12 @@
 //!
 //! Three structures: the queue (order), `dirty` (needs work) and `processing` (held by a
 //! worker). **Every queued item is dirty and not processing.** The numbered invariants are on
-//! [`QueueCore`]; debug builds check them after every mutation of a small queue.
+//! `QueueCore` (`queue_core.rs`); debug builds check them after every mutation of a small queue.
 //!
 //! # Layout
 //!
-//! - `queue_core.rs` ([`QueueCore`]): the state machine, no locks or time (tested against a
-//!   model).
+//! - `queue_core.rs` (`QueueCore`, public with the `testing` feature): the state machine, no
+//!   locks or time (tested against a model).
 //! - `queue.rs`: the async shell around it ([`Queue`]): one lock, waiter wake-ups, shutdown,
 //!   metrics.
 //! - `claim.rs` ([`Claim`]), `delaying.rs` ([`DelayingQueue`]), `rate_limiting.rs`
@@ -73,8 +73,13 @@ pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetrics, MetricsProvider,
     QueueMetricsSnapshot, SettableGaugeMetric,
 };
-pub use queue::{BuildError, Queue, QueueConfig, UNFINISHED_WORK_UPDATE_PERIOD};
-pub use queue_core::{DEBUG_CHECK_MAX_ITEMS, KeyRef, QueueAdd, QueueCore, QueueDone, QueueGet};
+pub(crate) use queue::UNFINISHED_WORK_UPDATE_PERIOD;
+pub use queue::{BuildError, Queue, QueueConfig};
+pub use queue_core::KeyRef;
+// The pure core, stepped by the model tests, the fuzz targets and the book: public with the
+// `testing` feature only.
+#[cfg(feature = "testing")]
+pub use queue_core::{QueueAdd, QueueCore, QueueDone, QueueGet};
 pub use rate_limiter::{
     BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
     InvalidLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,

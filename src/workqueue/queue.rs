@@ -52,7 +52,7 @@ use super::{
 };
 
 /// How often the unfinished-work and longest-running-processor gauges are updated.
-pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+pub(crate) const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 
 /// Options for [`Queue::with_config`] (client-go's `TypedQueueConfig`).
 #[derive(Clone, Default)]

@@ -68,7 +68,7 @@ use std::{
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-/// A borrowed form of a queue item `T`, for [`QueueCore::add_ref`] and
+/// A borrowed form of a queue item `T`, for `QueueCore::add_ref` and
 /// [`Queue::add_ref`](super::Queue::add_ref): a caller that holds an object's name can add it
 /// without building an owned key first, and the queue builds one only when it stores it.
 ///
@@ -166,7 +166,7 @@ impl QueueDone {
 
 /// Debug builds check the invariants after every mutation only up to this many dirty and
 /// processing items: the check is one pass over them.
-pub const DEBUG_CHECK_MAX_ITEMS: usize = 128;
+pub(crate) const DEBUG_CHECK_MAX_ITEMS: usize = 128;
 
 /// The queue, `dirty` and `processing`, and the shutdown flags. No locks, no time.
 #[derive(Debug)]
@@ -208,6 +208,7 @@ impl<T> QueueCore<T> {
     }
 
     /// Whether nothing is queued.
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -246,11 +247,13 @@ impl<T: Eq + Hash> QueueCore<T> {
     }
 
     /// Whether `item` is in the dirty set.
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn is_dirty(&self, item: &T) -> bool {
         self.dirty.find(self.hash(item), |x| x == item).is_some()
     }
 
     /// Whether a worker holds `item`.
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn is_processing(&self, item: &T) -> bool {
         self.processing
             .find(self.hash(item), |x| x == item)

@@ -1,8 +1,9 @@
-//! Helpers shared by `tests/faults_controller.rs` and the controller-runtime ports: a
-//! controller over an informer fed by a scripted list-watch source, under tokio's paused
-//! clock. The source lists the given ConfigMaps once, then plays one scripted watch, so each
-//! test says exactly which events reach the controller and when.
-#![allow(dead_code)]
+//! Helpers shared by the controller's tests (`tests/controller.rs`, `tests/faults_controller.rs`
+//! and the controller-runtime ports), on top of the crate's own fixture
+//! (`controlloop::testing`): a controller over an informer fed by a scripted list-watch
+//! source, under tokio's paused clock. The source lists the given ConfigMaps once, then plays
+//! one scripted watch, so each test says exactly which events reach the controller and when.
+#![allow(dead_code)] // each test file that includes it uses a part of it
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -12,7 +13,7 @@ use controlloop::{
         SharedIndexInformer,
     },
     controller::{Controller, ControllerError, Event, Request, predicate::Predicate},
-    features::klog,
+    klog,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
@@ -91,39 +92,6 @@ pub fn informer_with(
     steps.push(Scripted::Hang);
     lw.push_watch(ScriptedWatch::Stream(steps));
     Arc::new(SharedIndexInformer::new(lw, options))
-}
-
-/// An informer running in its own task until [`RunningInformer::stop`].
-pub struct RunningInformer {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-/// Starts `informer.run` in a task.
-pub fn run_informer(informer: &Arc<Informer>) -> RunningInformer {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let informer = informer.clone();
-    RunningInformer {
-        stop: Some(tx),
-        task: tokio::spawn(async move {
-            informer
-                .run(async {
-                    let _ = rx.await;
-                })
-                .await
-        }),
-    }
-}
-
-impl RunningInformer {
-    /// Stops the informer and returns how its task ended: `Err` with a panic if a handler
-    /// panic crashed it (the informer re-raises it).
-    pub async fn stop(mut self) -> Result<(), tokio::task::JoinError> {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        within("the informer never stopped", self.task).await
-    }
 }
 
 /// Runs `c` in a task.

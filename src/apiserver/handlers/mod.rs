@@ -27,12 +27,13 @@
 //! - A repeated query parameter takes its first value, as upstream's parameter codec does.
 
 mod reads;
+mod respond;
 
+use respond::json_response;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -166,15 +167,6 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
         name: name.map(str::to_string),
         status,
     })
-}
-
-fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
-    let mut r = (code, body.into()).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
 }
 
 fn object_response(code: StatusCode, obj: &Stored) -> Response {

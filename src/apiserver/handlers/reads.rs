@@ -27,7 +27,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::json_response;
+use super::respond::json_response;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::frames::Chunker;
 use crate::apiserver::kinds::KINDS;

@@ -180,27 +180,7 @@ impl Stored {
     }
 }
 
-/// What happened to an object, as a watch event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// The object was created.
-    Added,
-    /// The object was changed.
-    Modified,
-    /// The object was removed.
-    Deleted,
-}
-
-impl EventType {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
+pub use crate::watch_event::EventType;
 
 /// One committed write.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! The reflector's backoff: apimachinery's `wait.Backoff{800ms, cap 30s, factor 2, jitter
-//! 1.0}` with `DelayWithReset(clock, 2m)`, as `tools/cache/reflector.go` configures it.
+//! 1.0}` with `DelayWithReset(clock, 2m)`, as `tools/cache/reflector.go` configures it, on the
+//! crate's one port of `wait` ([`crate::wait`]).
 //!
 //! The base delay doubles from 800 ms (0.8, 1.6, 3.2, 6.4, 12.8, 25.6 s) and then stays at the
 //! 30 s cap; each delay adds up to 100 % jitter, so it lies in `[base, 2 × base)`. The sequence
@@ -13,6 +14,8 @@ use std::time::Duration;
 
 use rand::{RngExt, rngs::StdRng};
 use tokio::time::Instant;
+
+use crate::wait::{Backoff, DelayWithReset};
 
 /// The knobs of the backoff.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,40 +44,39 @@ impl Default for BackoffConfig {
     }
 }
 
-/// The backoff's state.
+/// The backoff's state: the config as apimachinery's `wait.Backoff` (steps unbounded, as
+/// upstream's `math.MaxInt32`) under `DelayWithReset`.
 #[derive(Debug, Clone)]
-pub struct Backoff {
-    config: BackoffConfig,
-    base: Duration,
-    started: Option<Instant>,
+pub(crate) struct RelistBackoff {
+    jitter: f64,
+    delay: DelayWithReset,
 }
 
-impl Backoff {
+impl RelistBackoff {
     /// A backoff that has not started.
-    pub fn new(config: BackoffConfig) -> Self {
+    pub(crate) fn new(config: BackoffConfig) -> Self {
+        let backoff = Backoff {
+            duration: config.initial,
+            factor: config.factor,
+            jitter: config.jitter,
+            steps: u32::MAX,
+            cap: config.cap,
+        };
         Self {
-            base: config.initial,
-            config,
-            started: None,
+            jitter: config.jitter,
+            delay: DelayWithReset::new(backoff, config.reset_after),
         }
     }
 
-    /// The next delay at time `now`, with jitter drawn from `rng`.
-    pub fn next_delay(&mut self, now: Instant, rng: &mut StdRng) -> Duration {
-        if self
-            .started
-            .is_none_or(|s| now.duration_since(s) > self.config.reset_after)
-        {
-            self.base = self.config.initial;
-            self.started = Some(now);
-        }
-        let base = self.base;
-        self.base = base.mul_f64(self.config.factor).min(self.config.cap);
-        let d = if self.config.jitter > 0.0 {
-            base + base.mul_f64(self.config.jitter * rng.random::<f64>())
+    /// The next delay at time `now`, with jitter drawn from `rng` (only when the jitter is on,
+    /// so a run without jitter leaves `rng` to the watch timeouts).
+    pub(crate) fn next_delay(&mut self, now: Instant, rng: &mut StdRng) -> Duration {
+        let random = if self.jitter > 0.0 {
+            rng.random::<f64>()
         } else {
-            base
+            0.0
         };
+        let d = self.delay.step(now, random);
         // tokio's timer has millisecond resolution: whole milliseconds keep paused-clock runs
         // exact (a sleep lasts exactly the delay reported).
         Duration::from_millis(d.as_millis() as u64)
@@ -88,7 +90,7 @@ mod tests {
 
     #[test]
     fn base_delays_double_from_800ms_to_the_30s_cap_each_with_up_to_full_jitter() {
-        let mut b = Backoff::new(BackoffConfig::default());
+        let mut b = RelistBackoff::new(BackoffConfig::default());
         let mut rng = StdRng::seed_from_u64(7);
         let now = Instant::now();
         let bases = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0];
@@ -108,7 +110,7 @@ mod tests {
             jitter: 0.0,
             ..Default::default()
         };
-        let mut b = Backoff::new(config);
+        let mut b = RelistBackoff::new(config);
         let mut rng = StdRng::seed_from_u64(0);
         let t0 = Instant::now();
         let ms = |d: Duration| d.as_millis();
@@ -128,7 +130,7 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_delays() {
         let run = || {
-            let mut b = Backoff::new(BackoffConfig::default());
+            let mut b = RelistBackoff::new(BackoffConfig::default());
             let mut rng = StdRng::seed_from_u64(42);
             let now = Instant::now();
             (0..5)

@@ -49,14 +49,19 @@ use super::lister_watcher::{
 };
 
 mod backoff;
+#[cfg(any(test, feature = "testing"))]
 mod recording;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use backoff::{Backoff, BackoffConfig};
+pub use backoff::BackoffConfig;
+use backoff::RelistBackoff;
+#[cfg(any(test, feature = "testing"))]
 pub use recording::{RecordingStore, StoreCall};
 
-use super::{DeltaFifo, Fifo, FifoError, Object, RealFifo};
+use super::fifo::sealed::Queued;
+use super::store::{copy_resource_version, resource_version};
+use super::{Fifo, FifoError, Object};
 
 /// The store side of a reflector: what it calls for each list and watch event. client-go's
 /// `Store` interface as far as a reflector uses it, plus the optional `Bookmark`.
@@ -76,7 +81,7 @@ pub trait ReflectorStore<K>: Send + Sync {
 }
 
 /// A boxed store is a store (the informer hands its reflector one).
-impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Box<S> {
+impl<K> ReflectorStore<K> for Box<dyn ReflectorStore<K>> {
     fn add(&self, obj: K) -> Result<(), ReflectorStoreError> {
         (**self).add(obj)
     }
@@ -162,11 +167,11 @@ impl fmt::Debug for ReflectorOptions {
 }
 
 /// The smallest watch timeout upstream honours: 5 minutes.
-pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 /// The pager's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 /// A watch that closes sooner than this with no events is an error, not a normal close.
-pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+pub(crate) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The reflector's states, as a plain name (see [`Reflector::phase`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +284,7 @@ pub struct Reflector<K, L, S> {
     rv_unavailable: bool,
     /// An RV="0" list once came back paginated: keep paging relists.
     paginated_result: bool,
-    backoff: Backoff,
+    backoff: RelistBackoff,
     rng: StdRng,
     /// The resync deadline while the timer runs (keeps I4).
     next_resync: Option<Instant>,
@@ -296,7 +301,7 @@ where
     /// A reflector that will list `lw` into `store`.
     pub fn new(lw: L, store: S, options: ReflectorOptions) -> Self {
         Self {
-            backoff: Backoff::new(options.backoff),
+            backoff: RelistBackoff::new(options.backoff),
             rng: StdRng::seed_from_u64(options.seed),
             lw,
             store,
@@ -733,45 +738,36 @@ where
 
 use super::meta_namespace_key as object_key;
 
-fn resource_version<K: kube::Resource>(obj: &K) -> String {
-    obj.meta().resource_version.clone().unwrap_or_default()
-}
-
-/// [`resource_version`] into `buf`, reusing its allocation.
-pub(crate) fn copy_resource_version<K: kube::Resource>(buf: &mut String, obj: &K) {
-    match &obj.meta().resource_version {
-        Some(rv) => buf.clone_from(rv),
-        None => buf.clear(),
+/// Every FIFO is a reflector store: each object is wrapped in the `Arc` the informer's cache
+/// will hold, so a later resync can hand back that very pointer.
+impl<F> ReflectorStore<F::Item> for F
+where
+    F: Fifo<F::Item> + Queued,
+    F::Item: Object,
+{
+    fn add(&self, obj: F::Item) -> Result<(), ReflectorStoreError> {
+        Ok(Fifo::add(self, Arc::new(obj))?)
+    }
+    fn update(&self, obj: F::Item) -> Result<(), ReflectorStoreError> {
+        Ok(Fifo::update(self, Arc::new(obj))?)
+    }
+    fn delete(&self, obj: F::Item) -> Result<(), ReflectorStoreError> {
+        Ok(Fifo::delete(self, Arc::new(obj))?)
+    }
+    fn replace(
+        &self,
+        list: Vec<F::Item>,
+        resource_version: String,
+    ) -> Result<(), ReflectorStoreError> {
+        let list = list.into_iter().map(Arc::new).collect();
+        Ok(Fifo::replace(self, list, &resource_version)?)
+    }
+    fn resync(&self) -> Result<(), ReflectorStoreError> {
+        Ok(Fifo::resync(self)?)
+    }
+    fn bookmark(&self, resource_version: &str) {
+        if let Err(e) = Fifo::bookmark(self, resource_version) {
+            tracing::warn!(error = %e, "bookmark not recorded");
+        }
     }
 }
-
-/// The FIFOs are reflector stores: each object is wrapped in the `Arc` the informer's cache
-/// will hold, so a later resync can hand back that very pointer.
-macro_rules! fifo_store {
-    ($($t:ident),*) => {$(
-        impl<K: Object> ReflectorStore<K> for $t<K> {
-            fn add(&self, obj: K) -> Result<(), ReflectorStoreError> {
-                Ok(Fifo::add(self, Arc::new(obj))?)
-            }
-            fn update(&self, obj: K) -> Result<(), ReflectorStoreError> {
-                Ok(Fifo::update(self, Arc::new(obj))?)
-            }
-            fn delete(&self, obj: K) -> Result<(), ReflectorStoreError> {
-                Ok(Fifo::delete(self, Arc::new(obj))?)
-            }
-            fn replace(&self, list: Vec<K>, resource_version: String) -> Result<(), ReflectorStoreError> {
-                let list = list.into_iter().map(Arc::new).collect();
-                Ok(Fifo::replace(self, list, &resource_version)?)
-            }
-            fn resync(&self) -> Result<(), ReflectorStoreError> {
-                Ok(Fifo::resync(self)?)
-            }
-            fn bookmark(&self, resource_version: &str) {
-                if let Err(e) = Fifo::bookmark(self, resource_version) {
-                    tracing::warn!(error = %e, "bookmark not recorded");
-                }
-            }
-        }
-    )*};
-}
-fifo_store!(DeltaFifo, RealFifo);

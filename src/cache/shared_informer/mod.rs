@@ -55,10 +55,12 @@ use super::{
 };
 use crate::features::{Feature, FeatureGates, MAX_EMULATED};
 
+mod handler;
 mod processor;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use handler::{DeletedObject, HandlerFuncs, ResourceEventHandler};
 use processor::SyncTracker;
 pub(crate) use processor::panic_message;
 pub use processor::{
@@ -66,111 +68,6 @@ pub use processor::{
     determine_resync_period,
 };
 pub(crate) use processor::{Notification, SharedProcessor};
-
-/// What `on_delete` receives: the object, or a tombstone for a deletion a relist inferred.
-#[derive(Debug)]
-pub enum DeletedObject<K> {
-    /// The last state of the deleted object, from a watch DELETED event.
-    Object(Arc<K>),
-    /// The object vanished between two lists; `obj` is the last state cached, maybe none.
-    Tombstone(DeletedFinalStateUnknown<K>),
-}
-
-impl<K> Clone for DeletedObject<K> {
-    fn clone(&self) -> Self {
-        match self {
-            DeletedObject::Object(o) => DeletedObject::Object(o.clone()),
-            DeletedObject::Tombstone(t) => DeletedObject::Tombstone(t.clone()),
-        }
-    }
-}
-
-impl<K> DeletedObject<K> {
-    /// The object, unwrapping a tombstone (`None` for a tombstone without one).
-    pub fn object(&self) -> Option<&Arc<K>> {
-        match self {
-            DeletedObject::Object(o) => Some(o),
-            DeletedObject::Tombstone(t) => t.obj.as_ref(),
-        }
-    }
-    /// Whether this came from a tombstone (controller-runtime's `DeleteStateUnknown`).
-    pub fn is_tombstone(&self) -> bool {
-        matches!(self, DeletedObject::Tombstone(_))
-    }
-}
-
-/// A handler of informer notifications (upstream `ResourceEventHandler`). Handlers must not
-/// mutate what they receive: it is the cache's own object.
-pub trait ResourceEventHandler<K>: Send + Sync + 'static {
-    /// An object appeared, from the initial list (`is_in_initial_list`) or later.
-    fn on_add(&self, obj: Arc<K>, is_in_initial_list: bool);
-    /// An object changed, or a resync replayed it (then `old` and `new` are the same `Arc`).
-    fn on_update(&self, old: Arc<K>, new: Arc<K>);
-    /// An object went away.
-    fn on_delete(&self, obj: DeletedObject<K>);
-}
-
-type AddFn<K> = Box<dyn Fn(Arc<K>, bool) + Send + Sync>;
-type UpdateFn<K> = Box<dyn Fn(Arc<K>, Arc<K>) + Send + Sync>;
-type DeleteFn<K> = Box<dyn Fn(DeletedObject<K>) + Send + Sync>;
-
-/// A handler made of closures; a missing one ignores its notifications (upstream
-/// `ResourceEventHandlerFuncs`).
-pub struct HandlerFuncs<K> {
-    add: Option<AddFn<K>>,
-    update: Option<UpdateFn<K>>,
-    delete: Option<DeleteFn<K>>,
-}
-
-impl<K> Default for HandlerFuncs<K> {
-    fn default() -> Self {
-        Self {
-            add: None,
-            update: None,
-            delete: None,
-        }
-    }
-}
-
-impl<K> HandlerFuncs<K> {
-    /// A handler that ignores everything.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Sets `on_add`.
-    pub fn on_add(mut self, f: impl Fn(Arc<K>, bool) + Send + Sync + 'static) -> Self {
-        self.add = Some(Box::new(f));
-        self
-    }
-    /// Sets `on_update`.
-    pub fn on_update(mut self, f: impl Fn(Arc<K>, Arc<K>) + Send + Sync + 'static) -> Self {
-        self.update = Some(Box::new(f));
-        self
-    }
-    /// Sets `on_delete`.
-    pub fn on_delete(mut self, f: impl Fn(DeletedObject<K>) + Send + Sync + 'static) -> Self {
-        self.delete = Some(Box::new(f));
-        self
-    }
-}
-
-impl<K: Send + Sync + 'static> ResourceEventHandler<K> for HandlerFuncs<K> {
-    fn on_add(&self, obj: Arc<K>, is_in_initial_list: bool) {
-        if let Some(f) = &self.add {
-            f(obj, is_in_initial_list)
-        }
-    }
-    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
-        if let Some(f) = &self.update {
-            f(old, new)
-        }
-    }
-    fn on_delete(&self, obj: DeletedObject<K>) {
-        if let Some(f) = &self.delete {
-            f(obj)
-        }
-    }
-}
 
 /// The informer's one seam: how a change reaches the indexer and the handlers, and what the
 /// reflector writes into.
@@ -240,9 +137,9 @@ pub(crate) struct Faithful;
 impl<K: Object> Seam<K> for Faithful {}
 
 /// How often [`wait_for_cache_sync`] looks again (client-go's `syncedPollPeriod`).
-pub const SYNCED_POLL_PERIOD: Duration = Duration::from_millis(100);
+pub(crate) const SYNCED_POLL_PERIOD: Duration = Duration::from_millis(100);
 
-/// Waits until `synced` is true: it looks at once, then every [`SYNCED_POLL_PERIOD`]
+/// Waits until `synced` is true: it looks at once, then every 100 ms (upstream's `syncedPollPeriod`)
 /// (client-go v0.37.2 `tools/cache/shared_informer.go`, `WaitForCacheSync`, a
 /// `wait.PollImmediateUntil`). So a wait that finds the cache unsynced at its first look ends
 /// at the next tick after the sync, not at the sync: 100 ms after it began, for an informer
@@ -531,23 +428,16 @@ where
         }
     }
 
-    /// One Pop (upstream `processLoop`'s body): a batch when the gates select batch
-    /// processing and the FIFO can pop batches (upstream's `QueueWithBatch` check), else one
-    /// item. A batch of one goes to [`Self::handle_deltas`], as upstream's `PopBatch` does.
+    /// One Pop (upstream `processLoop`'s body): the informer asks for a batch when the gates
+    /// select batch processing, and the FIFO decides (upstream's `QueueWithBatch` check). A
+    /// batch of one goes to [`Self::handle_deltas`], as upstream's `PopBatch` does.
     async fn process_next(&self, fifo: &InformerFifo<K>) -> Result<(), PopError<ProcessError>> {
-        match fifo.as_real().filter(|_| self.choice.batch_process) {
-            Some(real) => real
-                .pop_batch(
-                    |batch, initial| self.handle_batch(batch, initial),
-                    |d, initial| Ok(self.handle_deltas(d, initial)?),
-                )
-                .await
-                .map(drop),
-            None => fifo
-                .pop(|d, initial| Ok(self.handle_deltas(d, initial)?))
-                .await
-                .map(drop),
-        }
+        fifo.pop_next(
+            self.choice.batch_process,
+            |batch, initial| self.handle_batch(batch, initial),
+            |d, initial| Ok(self.handle_deltas(d, initial)?),
+        )
+        .await
     }
 
     /// [`Self::process_next`] without waiting: `None` if nothing is queued. For tests that
@@ -557,17 +447,11 @@ where
         &self,
         fifo: &InformerFifo<K>,
     ) -> Option<Result<(), PopError<ProcessError>>> {
-        match fifo.as_real().filter(|_| self.choice.batch_process) {
-            Some(real) => real
-                .try_pop_batch(
-                    |batch, initial| self.handle_batch(batch, initial),
-                    |d, initial| Ok(self.handle_deltas(d, initial)?),
-                )
-                .map(|r| r.map(drop)),
-            None => fifo
-                .try_pop(|d, initial| Ok(self.handle_deltas(d, initial)?))
-                .map(|r| r.map(drop)),
-        }
+        fifo.try_pop_next(
+            self.choice.batch_process,
+            |batch, initial| self.handle_batch(batch, initial),
+            |d, initial| Ok(self.handle_deltas(d, initial)?),
+        )
     }
 
     fn mark_synced(&self) {

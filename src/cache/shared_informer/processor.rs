@@ -47,8 +47,8 @@ use std::{
 use parking_lot::Mutex;
 use tokio::{sync::Notify, sync::mpsc, task::AbortHandle, time::Instant};
 
-use super::{DeletedObject, ResourceEventHandler};
-use crate::features::klog;
+use super::handler::{DeletedObject, ResourceEventHandler};
+use crate::klog;
 
 /// Upstream's `minimumResyncPeriod`.
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);

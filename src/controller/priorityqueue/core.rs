@@ -184,7 +184,7 @@ const FULL_CHECK_MAX: usize = 64;
 
 /// The delay an add asks for: `after`, or the limiter's delay if the add is rate-limited and
 /// that delay is shorter or `after` is zero (upstream: "the min of possible durations").
-pub fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Duration {
+pub(crate) fn effective_after(after: Duration, rate_limited: Option<Duration>) -> Duration {
     match rate_limited {
         // `<=` for `<` is an equivalent mutant: with equal delays either arm gives the same.
         Some(limiter) if after.is_zero() || limiter < after => limiter,
@@ -237,6 +237,7 @@ impl<T> PriorityQueueCore<T> {
     }
 
     /// Whether no key is ready.
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn is_empty(&self) -> bool {
         self.ready.is_empty()
     }
@@ -287,6 +288,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
     }
 
     /// Ready keys in hand-out order, with their priorities (locked ones included).
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn ready_in_order(&self) -> impl Iterator<Item = (&T, Priority)> {
         self.ready.iter().map(|((Reverse(p), c), h)| {
             let key = self
@@ -304,6 +306,7 @@ impl<T: Eq + Hash + Clone> PriorityQueueCore<T> {
     }
 
     /// Whether `key` is handed out and not yet done.
+    #[cfg(any(test, feature = "testing"))] // the model tests and the book step the core
     pub fn is_locked(&self, key: &T) -> bool {
         self.locked.find(self.hash(key), |k| k == key).is_some()
     }

@@ -42,11 +42,12 @@
 //! priority, then by when it became ready), or *locked* (a worker holds it) — and a locked key
 //! may also have a fresh entry waiting or ready, which is handed out only after `done`. Adds of
 //! a key already queued merge: **the earlier ready time and the higher priority win**; a raise
-//! moves it to the back of its new priority. Details and the exact order: [`PriorityQueueCore`].
+//! moves it to the back of its new priority. Details and the exact order: `PriorityQueueCore`
+//! (`core.rs`, public with the `testing` feature).
 //!
 //! # Invariants
 //!
-//! P1–P3 (the entries and the two trees agree, counters are unique) on [`PriorityQueueCore`];
+//! P1–P3 (the entries and the two trees agree, counters are unique) on `PriorityQueueCore`;
 //! P4 (no lost wake-up) and P5 (no key ready before its time) on [`PriorityQueue`]. Debug builds
 //! check them.
 //!
@@ -104,7 +105,7 @@
 //!
 //! # Differences from upstream
 //!
-//! On [`PriorityQueueCore`], [`PriorityQueue`] and [`Provider`]; the ones a controller could
+//! On `PriorityQueueCore`, [`PriorityQueue`] and [`Provider`]; the ones a controller could
 //! notice: a second `shut_down` does not panic, and no provider means no metrics. Adds are
 //! buffered as upstream's are (the limiter is asked, and a delay starts, when the buffer is
 //! flushed).
@@ -117,10 +118,11 @@ mod queue;
 #[cfg(test)]
 mod tests;
 
-pub use core::{
-    Entry, Observer, Priority, PriorityAdd, PriorityDone, PriorityGet, PriorityQueueCore, Promoted,
-    effective_after,
-};
+pub use core::{Entry, Priority};
+// The pure core, stepped by the model tests and the book: public with the `testing` feature
+// only.
+#[cfg(feature = "testing")]
+pub use core::{Observer, PriorityAdd, PriorityDone, PriorityGet, PriorityQueueCore, Promoted};
 pub use metrics::{
     DepthMetricWithPriority, InMemoryPriorityMetrics, MetricsProviderWithPriority,
     PriorityMetricsSnapshot, Provider,

@@ -22,7 +22,8 @@ use controlloop::cache::{
     DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Fifo, FifoChoice, InformerFifo, Store,
     select_fifo,
 };
-use controlloop::features::{Feature, FeatureGates, PreRelease, klog};
+use controlloop::features::{Feature, FeatureGates, PreRelease};
+use controlloop::klog;
 
 /// A ConfigMap `default/name`, with `data.v` when `v` is given.
 pub fn cm(name: &str, v: Option<u32>) -> Arc<ConfigMap> {

@@ -1,21 +1,26 @@
 //! The cluster an experiment talks to: where it is ([`Backend`]), a client for it ([`Target`]),
-//! and a running informer on it ([`Fixture`]).
+//! and a running informer on it ([`Fixture`]). The subject (one ConfigMap whose `data.value` is
+//! a counter) and the informer's fixture are the library's own test fixture
+//! (`controlloop::testing`), which the library's tests stand on too.
 
-use std::{collections::BTreeMap, path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::RigError;
 use controlloop::{
     apiserver::{ApiServer, Cluster, ServerOptions},
-    cache::{InformerOptions, SharedIndexInformer},
+    cache::SharedIndexInformer,
     controller::predicate::Predicate,
     resources::{Widget, WidgetSpec},
+    testing,
 };
 
-/// The namespace the experiment writes in.
-pub const NAMESPACE: &str = "default";
+// The namespace the experiment writes in, the object's counter, a ConfigMap carrying one, and
+// the write that sets it: the library's.
+pub use controlloop::testing::{NAMESPACE, object, set_value, value_of};
+
 /// The name of the object the experiment writes.
 pub const OBJECT: &str = "controlloop-burst";
 
@@ -29,11 +34,6 @@ pub fn fresh_widget(name: &str) -> (Cluster, Api<Widget>, Widget) {
         color: None,
     };
     (cluster, api, Widget::new(name, spec))
-}
-
-/// The counter an object carries: `data.value` parsed as an integer.
-pub fn value_of(cm: &ConfigMap) -> Option<u64> {
-    cm.data.as_ref()?.get("value")?.parse().ok()
 }
 
 /// The namespace the runs that leave objects behind them use on a real control plane, so that
@@ -55,19 +55,6 @@ pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), k
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// A ConfigMap `namespace/name` carrying `value`.
-pub fn object(name: &str, value: u64) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(NAMESPACE.to_owned()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("value".to_owned(), value.to_string())])),
-        ..Default::default()
     }
 }
 
@@ -181,17 +168,6 @@ impl Target {
     }
 }
 
-/// Sets `name`'s value with a merge patch (one write, one watch event).
-pub async fn set_value(
-    api: &Api<ConfigMap>,
-    name: &str,
-    value: u64,
-) -> Result<ConfigMap, kube::Error> {
-    let patch = serde_json::json!({ "data": { "value": value.to_string() } });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-}
-
 /// A predicate that passes only the events of the object called `.0`: a real namespace holds
 /// other ConfigMaps (`kube-root-ca.crt` in every one), and a storm is about one object.
 #[derive(Debug, Clone, Copy)]
@@ -231,51 +207,31 @@ pub struct Fixture {
     pub target: Target,
     /// The running informer.
     pub informer: Arc<Informer>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// The library's fixture on the target's client: the informer and its task.
+    shared: testing::Fixture,
 }
 
 impl Fixture {
     /// Starts `backend` and builds (but does not run) an informer on it.
     pub async fn new(backend: &Backend) -> Result<Fixture, RigError> {
         let target = Target::start(backend).await?;
-        let informer = Arc::new(SharedIndexInformer::new(
-            target.api(),
-            InformerOptions::new(Duration::ZERO),
-        ));
+        let shared = testing::Fixture::new(target.client());
         Ok(Fixture {
             target,
-            informer,
-            stop: None,
-            task: None,
+            informer: shared.informer.clone(),
+            shared,
         })
     }
 
     /// Runs the informer in a task (once).
     pub fn run_informer(&mut self) {
-        if self.task.is_some() {
-            return;
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let informer = self.informer.clone();
-        self.stop = Some(tx);
-        self.task = Some(tokio::spawn(async move {
-            informer
-                .run(async {
-                    let _ = rx.await;
-                })
-                .await
-        }));
+        self.shared.run_informer();
     }
 
-    /// Stops the informer and the embedded server.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-        }
+    /// Stops the informer and the embedded server. An informer a handler's panic crashed has
+    /// stopped already, with nothing left to wait for.
+    pub async fn stop(self) {
+        let _ = self.shared.stop().await;
         self.target.stop().await;
     }
 }

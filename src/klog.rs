@@ -4,13 +4,8 @@
 //! klog writes an error as `E0102 15:04:05.123456   12345 envvar.go:129] "message" key="v" b=true`.
 //! The header (time, thread id, file) varies from run to run; the body does not. This module
 //! builds the body, logs it as the `tracing` event's message at the matching level, and
-//! [`capture`] renders captured events as `E] body`: klog's line with the varying header cut
-//! down to its severity letter.
-
-use std::sync::{Arc, Mutex};
-
-use tracing::{Level, field::Field};
-use tracing_subscriber::{Layer, layer::SubscriberExt};
+//! [`capture`] (with the `testing` feature) renders captured events as `E] body`: klog's line
+//! with the varying header cut down to its severity letter.
 
 /// A value in a klog key/value pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,45 +58,60 @@ pub fn v1_info(msg: &str, kvs: &[(&str, Value)]) {
     tracing::debug!(target: "klog", "{}", body(msg, None, kvs));
 }
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
+/// The capture, for tests and the book (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+mod capturing {
+    use std::sync::{Arc, Mutex};
 
-struct MessageVisitor(String);
+    use tracing::{Level, field::Field};
+    use tracing_subscriber::{Layer, layer::SubscriberExt};
 
-impl tracing::field::Visit for MessageVisitor {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<String>>>);
+
+    struct MessageVisitor(String);
+
+    impl tracing::field::Visit for MessageVisitor {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
         }
     }
-}
 
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let letter = match *event.metadata().level() {
-            Level::ERROR => 'E',
-            Level::WARN => 'W',
-            Level::INFO => 'I',
-            _ => return, // klog's V(n) lines are off by default
-        };
-        let mut v = MessageVisitor(String::new());
-        event.record(&mut v);
-        self.0
-            .lock()
-            .expect("capture lock")
-            .push(format!("{letter}] {}", v.0));
+    impl<S: tracing::Subscriber> Layer<S> for Capture {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let letter = match *event.metadata().level() {
+                Level::ERROR => 'E',
+                Level::WARN => 'W',
+                Level::INFO => 'I',
+                _ => return, // klog's V(n) lines are off by default
+            };
+            let mut v = MessageVisitor(String::new());
+            event.record(&mut v);
+            self.0
+                .lock()
+                .expect("capture lock")
+                .push(format!("{letter}] {}", v.0));
+        }
+    }
+
+    /// Runs `f` with a subscriber that records every info-or-higher event on this thread, and
+    /// returns `f`'s result with the lines, rendered `E] body`.
+    pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
+        let cap = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(cap.clone());
+        let r = tracing::subscriber::with_default(subscriber, f);
+        let lines = cap.0.lock().expect("capture lock").clone();
+        (r, lines)
     }
 }
-
-/// Runs `f` with a subscriber that records every info-or-higher event on this thread, and
-/// returns `f`'s result with the lines, rendered `E] body`.
-pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    let cap = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(cap.clone());
-    let r = tracing::subscriber::with_default(subscriber, f);
-    let lines = cap.0.lock().expect("capture lock").clone();
-    (r, lines)
-}
+#[cfg(any(test, feature = "testing"))]
+pub use capturing::capture;
 
 #[cfg(test)]
 mod tests {
