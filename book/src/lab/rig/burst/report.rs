@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeSet, fmt, time::Duration};
 
-use super::{Clock, Params, Variant};
+use super::params::{Clock, Params, Variant};
 use crate::lab::rig::{Burst, Observation};
 
 /// What one write storm measured.

@@ -16,31 +16,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::{BurstError, Params};
+#[cfg(doc)]
+use super::params::Variant; // only the docs name it
+use super::{error::BurstError, params::Params};
 use crate::lab::rig::{self, Informer, OBJECT, Recorder, value_of};
 use controlloop::cache::HandlerFuncs;
 use controlloop::controller::{
     Context, Controller, EnqueueRequestForObject, Event, EventHandler, ReconcileResult, Request,
 };
-
-/// Which controller design a storm runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum Variant {
-    /// The faithful controller: a queue of keys, the value read from the cache.
-    Level,
-    /// **Broken**: a plain channel of keys instead of the workqueue. Every event is a
-    /// reconcile (no deduplication), and with several workers two of them can hold the object
-    /// at once. The value is still read from the cache.
-    ChannelOfKeys,
-    /// **Broken**: the workqueue (so requests still collapse), but the reconciler acts on the
-    /// payload of the event that first queued the key instead of reading the cache. When it is
-    /// behind, the events merged into that request are lost, and it can end on a stale value.
-    FirstPayload,
-    /// **Broken**: the faithful controller, but the reconciler waits [`DEBOUNCE`] before it
-    /// reads the cache ("let the writes settle"), holding the key. Events that arrive while it
-    /// waits are merged, so it collapses requests even when its work costs no more than the gap.
-    Debounced,
-}
 
 /// How long [`Variant::Debounced`]'s reconciler waits before it reads the cache.
 pub const DEBOUNCE: Duration = Duration::from_millis(10);
