@@ -4,7 +4,7 @@ use std::{fs, path::Path, time::Duration};
 
 use serde::Deserialize;
 
-use super::{CostsError, Estimate};
+use super::{error::CostsError, estimate::Estimate};
 
 #[derive(Deserialize)]
 struct BenchmarkJson {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Estimate;
+use super::estimate::Estimate;
 
 /// An estimate of `ns` ns (the interval one ns either side, one element).
 pub(super) fn est(id: &str, ns: u64) -> Estimate {

@@ -30,13 +30,18 @@
 //! against the target's peer, says how far the goal was in reach (a floor, a cost upstream's
 //! behaviour imposes, the path every drainer shares), and what was tried.
 //!
-//! By what each part does: [`Estimate`] is one benchmark's result; `targets` states the goals
-//! ([`TARGETS`]) and the reasons set beside a missed one, and `verdict` judges a run against
+//! By what each part does, from the bottom up: `estimate` is one benchmark's result
+//! ([`Estimate`]) and how a time is written ([`time`]), and `error` why a step failed
+//! ([`CostsError`]); `targets` states the goals ([`TARGETS`]), the reasons set beside a missed
+//! one and the kind of key a row runs with ([`key_kind`]), and `verdict` judges a run against
 //! them; `criterion` reads criterion's saved estimates, and `upstream` runs the Go benchmark
-//! and reads its output; `render` writes the appendix's Markdown, and `reference_run`
-//! describes the machine and writes the file.
+//! and reads its output; `reference_run` describes the machine and writes the file, and
+//! `render` writes the appendix's Markdown. Each part imports only the parts before it in
+//! this list, and this module only declares them and re-exports their names.
 
 mod criterion;
+mod error;
+mod estimate;
 #[cfg(test)]
 mod fixtures;
 mod reference_run;
@@ -45,80 +50,14 @@ mod targets;
 mod upstream;
 mod verdict;
 
-use std::{path::PathBuf, time::Duration};
-
 pub use criterion::{collect, collect_since};
+pub use error::CostsError;
+pub use estimate::{Estimate, time};
 pub use reference_run::{REFERENCE_RUN, RunInfo, load_average, write_reference_run};
 pub use render::render;
-pub use targets::{Goal, Reason, TARGETS, Target};
+pub use targets::{Goal, Reason, TARGETS, Target, key_kind};
 pub use upstream::{
     CONTROLLER_RUNTIME, UPSTREAM, UPSTREAM_OUTPUT, UPSTREAMS, collect_upstream, parse_go_bench,
     run_upstream_bench, split_upstream, upstream_of,
 };
-pub use verdict::{Verdict, floor_of, goal_text, judge, key_kind};
-
-/// One benchmark's result, as criterion saved it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Estimate {
-    /// criterion's id: `group/function[/value]`.
-    pub id: String,
-    /// The median time of one iteration.
-    pub median: Duration,
-    /// criterion's 95 % confidence interval of the median.
-    pub interval: (Duration, Duration),
-    /// Elements per iteration, when the benchmark declared a throughput.
-    pub elements: Option<u64>,
-}
-
-impl Estimate {
-    /// Elements per second at the median, when the benchmark declared a throughput.
-    pub fn per_second(&self) -> Option<f64> {
-        Some(self.elements? as f64 / self.median.as_secs_f64())
-    }
-}
-
-/// Why the saved estimates could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum CostsError {
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
-    },
-    /// The upstream benchmark did not build or run; Go's output.
-    #[error("upstream/bench (go test -bench) failed:\n{0}")]
-    Upstream(String),
-    /// A criterion file is not what criterion writes.
-    #[error("{path}: not a criterion estimate: {source}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        source: serde_json::Error,
-    },
-}
-
-/// A duration in the unit that keeps three significant figures readable.
-pub fn time(d: Duration) -> String {
-    let ns = d.as_nanos() as f64;
-    let (v, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    let digits = if v < 10.0 {
-        2
-    } else if v < 100.0 {
-        1
-    } else {
-        0
-    };
-    format!("{v:.digits$} {unit}")
-}
+pub use verdict::{Verdict, floor_of, goal_text, judge};

@@ -2,7 +2,7 @@
 
 use std::{fs, path::PathBuf};
 
-use super::CostsError;
+use super::error::CostsError;
 
 /// Where the generated table goes, inside the book's source folder.
 pub const REFERENCE_RUN: &str = concat!(

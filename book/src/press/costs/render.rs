@@ -4,8 +4,11 @@
 use std::fmt::Write as _;
 
 use super::{
-    Estimate, Reason, RunInfo, Target, UPSTREAM, Verdict, floor_of, goal_text, judge, key_kind,
-    split_upstream, time,
+    estimate::{Estimate, time},
+    reference_run::RunInfo,
+    targets::{Reason, Target, key_kind},
+    upstream::{UPSTREAM, split_upstream},
+    verdict::{Verdict, floor_of, goal_text, judge},
 };
 
 fn rate(per_second: f64) -> String {

@@ -1,9 +1,9 @@
-//! The speed targets: what each benchmark must achieve against its peer, and what the
-//! appendix sets beside a target the run missed.
+//! The speed targets: what each benchmark must achieve against its peer, what the appendix
+//! sets beside a target the run missed, and the kind of key a workqueue row runs with.
 
 use std::time::Duration;
 
-use super::{Estimate, key_kind};
+use super::estimate::Estimate;
 
 /// What a benchmark is expected to achieve.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,6 +72,18 @@ impl Reason {
             sum += find(&row)?.median;
         }
         (!sum.is_zero()).then(|| (sum, peer.median.as_secs_f64() / sum.as_secs_f64()))
+    }
+}
+
+/// The kind of key a workqueue row runs with, from its name: `String`, `Request`, or `str` for
+/// the main rows (`&'static str`).
+pub fn key_kind(row: &str) -> &'static str {
+    if row.ends_with("/String") {
+        "String"
+    } else if row.ends_with("/Request") {
+        "Request"
+    } else {
+        "str"
     }
 }
 

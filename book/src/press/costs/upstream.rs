@@ -3,7 +3,7 @@
 
 use std::{fs, path::Path, time::Duration};
 
-use super::{CostsError, Estimate};
+use super::{error::CostsError, estimate::Estimate};
 
 /// How the estimates of client-go's queues in the Go benchmark (`upstream/bench`) are named:
 /// this prefix, then the row name the port's benchmark uses.

@@ -1,6 +1,9 @@
 //! How a target fared in a run, and which rows a workqueue row is set against.
 
-use super::{Estimate, Goal, Target, time};
+use super::{
+    estimate::{Estimate, time},
+    targets::{Goal, Target, key_kind},
+};
 
 /// How a target fared in a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,18 +44,6 @@ pub fn judge(target: &Target, estimates: &[Estimate]) -> Verdict {
         Verdict::Met(text)
     } else {
         Verdict::Missed(text)
-    }
-}
-
-/// The kind of key a workqueue row runs with, from its name: `String`, `Request`, or `str` for
-/// the main rows (`&'static str`).
-pub fn key_kind(row: &str) -> &'static str {
-    if row.ends_with("/String") {
-        "String"
-    } else if row.ends_with("/Request") {
-        "Request"
-    } else {
-        "str"
     }
 }
 
