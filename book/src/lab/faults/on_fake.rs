@@ -40,9 +40,9 @@ use futures::{StreamExt, future::BoxFuture};
 use tokio::{task::JoinHandle, time::Instant};
 
 use super::{
-    Fault, Outcome, Setup, Wrong,
     hooks::{Hooks, quiet_injected_panics},
     storm::{DROPPED, NAMESPACE, OUTAGE, STATUS_WRITES, converged, last_reconcile, widget},
+    types::{Fault, Outcome, Setup, Wrong},
 };
 use crate::lab::{
     designs::trigger::{Backlog, Design, Downstream, Running, start_level},

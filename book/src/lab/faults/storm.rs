@@ -7,8 +7,8 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::time::Instant;
 
 use super::{
-    Fault, Outcome, Setup, Wrong,
     hooks::{Hooks, quiet_injected_panics},
+    types::{Fault, Outcome, Setup, Wrong},
 };
 use crate::lab::{
     designs::trigger::{Armed, Backlog, Design, Downstream},
