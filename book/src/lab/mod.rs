@@ -37,7 +37,7 @@
 //! (which mirror them verbatim) and `cargo run` can call them, and hidden from the
 //! documentation because they are the book's code, not the crate's interface.
 
-use crate::lab::bands::Pinned;
+use crate::lab::bands::{Pinned, pinned, shown};
 
 #[doc(hidden)]
 pub mod bands;
@@ -108,8 +108,8 @@ macro_rules! serves {
             chapter: $chapter,
             name: stringify!($module),
             bands: |chapter| {
-                let mut all = bands::pinned($module::$($lists)::+::BANDS, chapter);
-                all.extend(bands::shown($module::$($lists)::+::SHOWN, chapter));
+                let mut all = pinned($module::$($lists)::+::BANDS, chapter);
+                all.extend(shown($module::$($lists)::+::SHOWN, chapter));
                 all
             },
         }
