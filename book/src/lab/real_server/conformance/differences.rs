@@ -7,7 +7,7 @@
 //! path pattern whose `*` matches one segment and `**` any number of them (`**/details/group`
 //! matches a Status's `details.group` anywhere).
 
-use super::Finding;
+use super::findings::Finding;
 
 /// One known difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

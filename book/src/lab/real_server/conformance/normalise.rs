@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::Transcript;
+use super::transcript::Transcript;
 
 /// Normalises every answer of `t` (see the module's table).
 pub fn normalise(t: &Transcript) -> Transcript {

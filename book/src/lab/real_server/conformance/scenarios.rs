@@ -15,7 +15,11 @@ use std::{future::Future, pin::Pin, time::Duration};
 
 use serde_json::{Value, json};
 
-use super::{Body, ConformanceError, Session, Until, rv};
+use super::{
+    error::ConformanceError,
+    session::{Body, Session, Until, rv},
+    transcript::{Transcript, brief},
+};
 
 /// A scenario's future.
 pub type Run<'a> = Pin<Box<dyn Future<Output = Result<(), ConformanceError>> + Send + 'a>>;
@@ -81,7 +85,7 @@ const fn field(
 
 impl Expect {
     /// Whether `t` answers as expected; the mismatch otherwise.
-    pub fn check(&self, t: &super::Transcript) -> Result<(), String> {
+    pub fn check(&self, t: &Transcript) -> Result<(), String> {
         let Some(r) = t.get(self.step) else {
             return Err(format!("step {:?}: not in the transcript", self.step));
         };
@@ -90,7 +94,7 @@ impl Expect {
                 "step {:?}: code {} ({}), expected {}",
                 self.step,
                 r.code,
-                super::brief(&r.body),
+                brief(&r.body),
                 self.code
             ));
         }

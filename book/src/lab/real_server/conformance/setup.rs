@@ -12,7 +12,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 
-use super::ConformanceError;
+use super::error::ConformanceError;
 use controlloop::resources::Widget;
 
 fn failed(step: &str, source: kube::Error) -> ConformanceError {
