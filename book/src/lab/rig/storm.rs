@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::set_value;
+pub use controlloop::testing::Observation;
 
 /// One write storm: how many writes, how far apart, and what one reconcile of them costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -84,18 +85,13 @@ pub async fn write_burst(
     })
 }
 
-/// One reconcile as a recorder saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Observation {
-    /// When the reconcile started.
-    pub started: Instant,
-    /// When it finished.
-    pub finished: Instant,
-    /// The value it acted on; `None` if the object was missing.
-    pub value: Option<u64>,
-}
-
 /// Records what reconcilers acted on, and flags two reconciles of one object at once.
+///
+/// It keeps [`controlloop::testing::Recorder`]'s record, in the library's [`Observation`]s,
+/// and adds two ways to act that hold a thread ([`Recorder::burn`],
+/// [`Recorder::burn_blocking`]). It is not that recorder wrapped: chapter 11 shows this
+/// `act`'s body, counters and all, and the burns count in the same counters, which the
+/// library's recorder keeps to itself.
 #[derive(Default)]
 pub struct Recorder {
     observations: Mutex<Vec<Observation>>,
