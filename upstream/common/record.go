@@ -1,3 +1,9 @@
+// Package common has what every recorder needs and builds without controller-runtime: the
+// recorded file format, the fake cluster's helpers, and the scenarios on client-go alone that
+// build on every release (the storms, chapter 05's check, chapter 01's contention, …). The
+// controller-runtime scenarios are package cr; the client-go scenarios that need v0.36 or
+// newer, package clientgo. It is its own module so that the recorder of each release runs the
+// very same code: the module that imports it decides the versions.
 package common
 
 import (
@@ -156,4 +162,19 @@ func Bubble(t *testing.T, f func(t *testing.T)) {
 		f(t)
 		time.Sleep(time.Second)
 	})
+}
+
+// Printf receives one recorded line.
+type Printf func(format string, args ...any)
+
+// Must panics on an error: a scenario that cannot set itself up has nothing to record.
+func Must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Pad3 is i (0..999) in three digits.
+func Pad3(i int) string {
+	return string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)})
 }
