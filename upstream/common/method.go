@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // ---------------------------------------------------------------------------------------
@@ -40,12 +38,16 @@ func methodCM(i int) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: Namespace}, Data: map[string]string{"n": strconv.Itoa(i)}}
 }
 
+// UpdatePredicate is a predicate's verdict on an update event (old, new): controller-runtime's
+// ResourceVersionChangedPredicate, handed in by a recorder that links controller-runtime.
+type UpdatePredicate func(old, new *corev1.ConfigMap) bool
+
 // methodCheck is the port's lab::method::run on the fake: ConfigMap c at n = 0; an informer
 // with resync period resync; a handler registered with a resync period of zero that, on each
 // update, reads the object back from the cache and compares resourceVersions ("" as 0) and n,
-// and asks controller-runtime's ResourceVersionChangedPredicate; after hour 10.5, five writes
-// n = 1..5, one second apart. stamp: each write carries a fresh resourceVersion.
-func methodCheck(resync time.Duration, stamp bool) methodRow {
+// and asks rvChanged (when not nil); after hour 10.5, five writes n = 1..5, one second apart.
+// stamp: each write carries a fresh resourceVersion.
+func methodCheck(resync time.Duration, stamp bool, rvChanged UpdatePredicate) methodRow {
 	client := SimpleClientset.New(methodCM(0))
 	informer := NewInformer(client, &corev1.ConfigMap{}, resync, nil)
 	var mu sync.Mutex
@@ -66,11 +68,11 @@ func methodCheck(resync time.Duration, stamp bool) methodRow {
 		if nOf(cached) < nOf(new) {
 			row.payloadCheckViolations++
 		}
-		if (predicate.ResourceVersionChangedPredicate{}).Update(event.UpdateEvent{ObjectOld: old, ObjectNew: new}) {
+		if rvChanged != nil && rvChanged(old, new) {
 			row.rvChangedPasses++
 		}
 	}}, 0)
-	must(err)
+	Must(err)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -86,7 +88,7 @@ func methodCheck(resync time.Duration, stamp bool) methodRow {
 			c.ResourceVersion = strconv.Itoa(1000 + i)
 		}
 		_, err := client.CoreV1().ConfigMaps(Namespace).Update(ctx, c, metav1.UpdateOptions{})
-		must(err)
+		Must(err)
 		time.Sleep(time.Second)
 	}
 	synctest.Wait()
@@ -104,7 +106,7 @@ func overflow(fk Fake, printf Printf) {
 	client := fk.New()
 	cms := client.CoreV1().ConfigMaps(Namespace)
 	w, err := cms.Watch(ctx, metav1.ListOptions{})
-	must(err)
+	Must(err)
 	defer w.Stop()
 	for i := 1; i <= 1000; i++ {
 		c := methodCM(i)
@@ -119,20 +121,29 @@ func overflow(fk Fake, printf Printf) {
 			printf("  write %d: the writer panicked: %q", i, fmt.Sprint(panicked))
 			break
 		}
-		must(err)
+		Must(err)
 	}
 	l, err := cms.List(ctx, metav1.ListOptions{})
-	must(err)
+	Must(err)
 	printf("  objects stored afterwards: %d", len(l.Items))
 }
 
-// MethodHow says how chapter 05's lines are obtained.
-func MethodHow() string {
-	return "client-go " + ClientGo() + " on fake.NewSimpleClientset (and controller-runtime " + ControllerRuntime() + "'s ResourceVersionChangedPredicate), in a synctest bubble per run: the port's lab::method. The check: ConfigMap c at n = 0, a SharedIndexInformer with the given resync period, one handler registered with a resync period of zero that reads each update's object back from the indexer and compares resourceVersions (\"\" as 0) and n; after hour 10.5, five writes n = 1..5 one second apart, with resourceVersions as the fake leaves them (none) or stamped fresh on each write, as a server would. The overflow: a watch nobody reads on each fake, then creates of c1, c2, …"
+// MethodHow says how chapter 05's lines are obtained; withPredicate: controller-runtime's
+// predicate is asked too.
+func MethodHow(withPredicate bool) string {
+	predicate := ""
+	if withPredicate {
+		predicate = " (and controller-runtime " + ControllerRuntime() + "'s ResourceVersionChangedPredicate)"
+	}
+	return "client-go " + ClientGo() + " on fake.NewSimpleClientset" + predicate + ", in a synctest bubble per run: the port's lab::method. The check: ConfigMap c at n = 0, a SharedIndexInformer with the given resync period, one handler registered with a resync period of zero that reads each update's object back from the indexer and compares resourceVersions (\"\" as 0) and n; after hour 10.5, five writes n = 1..5 one second apart, with resourceVersions as the fake leaves them (none) or stamped fresh on each write, as a server would. The overflow: a watch nobody reads on each fake, then creates of c1, c2, …"
 }
 
-// MethodScenario records chapter 05's runs.
-func MethodScenario(t *testing.T, w *Writer) {
+// MethodScenario records chapter 05's runs; with rvChanged nil (no controller-runtime linked)
+// the predicate's count is left out of the lines, and a note says so.
+func MethodScenario(t *testing.T, w *Writer, rvChanged UpdatePredicate) {
+	if rvChanged == nil {
+		w.Note("no controller-runtime is linked: its ResourceVersionChangedPredicate is not asked, and the rv_changed_predicate_passes count is left out of the lines")
+	}
 	for _, c := range []struct {
 		label  string
 		resync time.Duration
@@ -144,9 +155,13 @@ func MethodScenario(t *testing.T, w *Writer) {
 		{"informer resync 10h, each write stamped with a fresh resourceVersion", 10 * time.Hour, true},
 	} {
 		var r methodRow
-		Bubble(t, func(t *testing.T) { r = methodCheck(c.resync, c.stamp) })
-		w.Printf("%s: %d of 5 updates reached the handler; rv_indistinguishable %d, rv_check_violations %d, payload_check_violations %d, rv_changed_predicate_passes %d",
-			c.label, r.updates, r.rvIndistinguishable, r.rvCheckViolations, r.payloadCheckViolations, r.rvChangedPasses)
+		Bubble(t, func(t *testing.T) { r = methodCheck(c.resync, c.stamp, rvChanged) })
+		line := fmt.Sprintf("%s: %d of 5 updates reached the handler; rv_indistinguishable %d, rv_check_violations %d, payload_check_violations %d",
+			c.label, r.updates, r.rvIndistinguishable, r.rvCheckViolations, r.payloadCheckViolations)
+		if rvChanged != nil {
+			line += fmt.Sprintf(", rv_changed_predicate_passes %d", r.rvChangedPasses)
+		}
+		w.Printf("%s", line)
 	}
 	for _, fk := range []Fake{SimpleClientset, FieldManagedClientset} {
 		w.Printf("%s, a watch nobody reads:", fk)

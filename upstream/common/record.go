@@ -1,6 +1,13 @@
+// Package common has what every recorder needs and builds without controller-runtime: the
+// recorded file format, the fake cluster's helpers, and the scenarios on client-go alone that
+// build on every release (the storms, chapter 05's check, chapter 01's contention, …). The
+// controller-runtime scenarios are package cr; the client-go scenarios that need v0.36 or
+// newer, package clientgo. It is its own module so that the recorder of each release runs the
+// very same code: the module that imports it decides the versions.
 package common
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -8,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -69,13 +77,23 @@ func Version(path string) string {
 	return ""
 }
 
-// Minor is "v0.N" for a module version "v0.N.P".
+// Minor is "v0.N" for a module version "v0.N.P" or a pre-release of it ("v0.N.P-beta.0").
 func Minor(path string) string {
-	v := Version(path)
-	if i := strings.LastIndexByte(v, '.'); i > 0 {
-		return v[:i]
+	parts := strings.SplitN(Version(path), ".", 3)
+	if len(parts) < 3 {
+		return strings.Join(parts, ".")
 	}
-	return v
+	return parts[0] + "." + parts[1]
+}
+
+// MinorNumber is N of the linked module's "v0.N" (0 if it is not linked).
+func MinorNumber(path string) int {
+	parts := strings.SplitN(Minor(path), ".", 2)
+	if len(parts) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return n
 }
 
 // ClientGo and ControllerRuntime are the linked versions, e.g. "v0.37.2".
@@ -156,4 +174,33 @@ func Bubble(t *testing.T, f func(t *testing.T)) {
 		f(t)
 		time.Sleep(time.Second)
 	})
+}
+
+// Printf receives one recorded line.
+type Printf func(format string, args ...any)
+
+// Must panics on an error: a scenario that cannot set itself up has nothing to record.
+func Must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Pad3 is i (0..999) in three digits.
+func Pad3(i int) string {
+	return string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)})
+}
+
+// Run starts run(ctx) on a goroutine of its own; stop cancels ctx and waits for run to return.
+func Run(run func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

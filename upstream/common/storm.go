@@ -134,9 +134,9 @@ func WaitUntil(limit time.Duration, cond func() bool) bool {
 	}
 }
 
-// write sets the object to value (an Update of the whole ConfigMap, as the essay's writer
+// WriteValue sets the object to value (an Update of the whole ConfigMap, as the essay's writer
 // does), recovering the fake's panic when a watcher's channel is full.
-func write(client kubernetes.Interface, value int, stamp bool) (panicked string) {
+func WriteValue(client kubernetes.Interface, value int, stamp bool) (panicked string) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = fmt.Sprint(p)
@@ -186,7 +186,7 @@ func RunStorm(run StormRun, newSubject NewSubject) (StormReport, error) {
 		if !run.BackToBack {
 			synctest.Wait()
 		}
-		if p := write(client, v, run.StampRV); p != "" && report.Panic == "" {
+		if p := WriteValue(client, v, run.StampRV); p != "" && report.Panic == "" {
 			report.Panic, report.PanicWrite = p, v
 		}
 		if v < run.Writes && run.Gap > 0 {
@@ -219,12 +219,14 @@ func RunStorm(run StormRun, newSubject NewSubject) (StormReport, error) {
 	return report, nil
 }
 
-func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+// Round3 rounds x to three decimals.
+func Round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
-// f prints a float as the port prints an f64: the shortest decimal that reads back the same.
-func f(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+// Float prints a float as the port prints an f64: the shortest decimal that reads back the same.
+func Float(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-func millis(d time.Duration) string { return f(float64(d.Microseconds()) / 1000) }
+// Millis prints d in milliseconds, to the microsecond.
+func Millis(d time.Duration) string { return Float(float64(d.Microseconds()) / 1000) }
 
 // Reconciles of the storm's object after the initial one.
 func (r StormReport) Reconciles() int { return len(r.Observed) }
@@ -234,7 +236,7 @@ func (r StormReport) Collapse() float64 {
 	if r.Reconciles() == 0 {
 		return 0
 	}
-	return round3(float64(r.Events) / float64(r.Reconciles()))
+	return Round3(float64(r.Events) / float64(r.Reconciles()))
 }
 
 // Expected is min(writes, span / cost + 1), the count of a reconciler that is always busy.
@@ -242,7 +244,7 @@ func (r StormReport) Expected() float64 {
 	if r.Run.Cost == 0 {
 		return float64(r.Run.Writes)
 	}
-	return round3(math.Min(float64(r.Run.Writes), r.Span.Seconds()/r.Run.Cost.Seconds()+1))
+	return Round3(math.Min(float64(r.Run.Writes), r.Span.Seconds()/r.Run.Cost.Seconds()+1))
 }
 
 func (r StormReport) finalObserved() string {
@@ -263,16 +265,16 @@ func value(v int) string {
 // snapshot), with the storm's own values.
 func (r StormReport) Summary(printf Printf) {
 	run := r.Run
-	printf("%d writes, %s ms apart, %s ms per reconcile, %d worker(s), virtual clock (synctest)", run.Writes, millis(run.Gap), millis(run.Cost), run.Workers)
+	printf("%d writes, %s ms apart, %s ms per reconcile, %d worker(s), virtual clock (synctest)", run.Writes, Millis(run.Gap), Millis(run.Cost), run.Workers)
 	if r.Panic != "" {
 		printf("the writer's write %d panicked: %s", r.PanicWrite, r.Panic)
 	}
-	printf("events heard %d, keys queued %d, reconciles %d (collapse %s)", r.Events, r.Keys, r.Reconciles(), f(r.Collapse()))
+	printf("events heard %d, keys queued %d, reconciles %d (collapse %s)", r.Events, r.Keys, r.Reconciles(), Float(r.Collapse()))
 	soc := "-"
 	if run.Cost > 0 {
-		soc = f(round3(r.Span.Seconds()/run.Cost.Seconds() + 1))
+		soc = Float(Round3(r.Span.Seconds()/run.Cost.Seconds() + 1))
 	}
-	printf("span %s ms; span / cost + 1 = %s", millis(r.Span), soc)
+	printf("span %s ms; span / cost + 1 = %s", Millis(r.Span), soc)
 	var vals []string
 	seen := map[int]bool{}
 	for _, o := range r.Observed {
@@ -288,7 +290,7 @@ func (r StormReport) Summary(printf Printf) {
 	printf("observed, in order: %s", strings.Join(vals, ", "))
 	printf("never observed: %d of %d values", never, run.Writes)
 	printf("final: written %d, in the cache %s, last acted on %s", run.Writes, value(r.FinalInCache), r.finalObserved())
-	printf("converged %s ms after the last write; most reconciles of the object at once: %d", millis(r.Converge), r.MaxInFlight)
+	printf("converged %s ms after the last write; most reconciles of the object at once: %d", Millis(r.Converge), r.MaxInFlight)
 }
 
 // TableHeader and Row print the port's sweep table (lab::burst::sweeps::rows_table).
@@ -299,7 +301,7 @@ func TableHeader(printf Printf) {
 // Row is one storm as a row of TableHeader's table.
 func (r StormReport) Row(printf Printf) {
 	printf("%6d %4d %5d %6d %8s %10d %8s %8s %6s %11s", r.Run.Writes, r.Run.Gap.Milliseconds(), r.Run.Cost.Milliseconds(), r.Events,
-		millis(r.Span), r.Reconciles(), f(r.Expected()), f(r.Collapse()), r.finalObserved(), millis(r.Converge))
+		Millis(r.Span), r.Reconciles(), Float(r.Expected()), Float(r.Collapse()), r.finalObserved(), Millis(r.Converge))
 }
 
 // Sweeps are the storms of chapter 06's three sweeps and its below-the-gap runs.

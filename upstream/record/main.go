@@ -4,6 +4,11 @@
 // TestRecord in record_test.go with `go test`; `go test ./record -args -out DIR` does the same.
 package main
 
-import "controlloop/upstream/common"
+import (
+	"controlloop/upstream/common"
+	// The scenarios run in the test binary, whose build info (the module versions in every
+	// recorded header) lists the modules of this package's imports: cr brings controller-runtime.
+	_ "controlloop/upstream/common/cr"
+)
 
 func main() { common.GoRun("controlloop/upstream/record", "recorded") }

@@ -5,6 +5,7 @@ import (
 
 	"controlloop/upstream/common"
 	"controlloop/upstream/common/clientgo"
+	"controlloop/upstream/common/cr"
 )
 
 // TestRecord runs every scenario of the main module: client-go's under client_go_v0.37_*,
@@ -12,8 +13,8 @@ import (
 func TestRecord(t *testing.T) {
 	var all []common.Scenario
 	all = append(all, clientgo.Scenarios(common.ClientGoPrefix())...)
-	all = append(all, common.ClientGoScenarios()...)
+	all = append(all, common.ClientGoScenarios(cr.ResourceVersionChanged)...)
 	all = append(all, clientgo.ByRelease())
-	all = append(all, common.ControllerRuntimeScenarios()...)
+	all = append(all, cr.Scenarios()...)
 	common.Record(t, all)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"controlloop/upstream/common"
+	"controlloop/upstream/common/cr"
 )
 
 // TestRecord runs the scenarios that build on controller-runtime v0.22.5 and client-go v0.34.3
@@ -16,12 +17,12 @@ import (
 // its scenarios run.
 func TestRecord(t *testing.T) {
 	var all []common.Scenario
-	for _, s := range common.ClientGoScenarios() {
+	for _, s := range common.ClientGoScenarios(cr.ResourceVersionChanged) {
 		if strings.Contains(s.Name, "_storm_") || strings.HasSuffix(s.Name, "_method") {
 			continue
 		}
 		all = append(all, s)
 	}
-	all = append(all, common.ControllerRuntimeScenarios()...)
+	all = append(all, cr.Scenarios()...)
 	common.Record(t, all)
 }

@@ -3,6 +3,11 @@
 // `go test`, as ../record does. A module of its own: one go.mod holds one controller-runtime.
 package main
 
-import "controlloop/upstream/common"
+import (
+	"controlloop/upstream/common"
+	// The scenarios run in the test binary, whose build info (the module versions in every
+	// recorded header) lists the modules of this package's imports: cr brings controller-runtime.
+	_ "controlloop/upstream/common/cr"
+)
 
 func main() { common.GoRun("controlloop/upstream/v024", "../recorded") }

@@ -5,6 +5,7 @@ import (
 
 	"controlloop/upstream/common"
 	"controlloop/upstream/common/clientgo"
+	"controlloop/upstream/common/cr"
 )
 
 // TestRecord runs every scenario on client-go v0.36.3 and controller-runtime v0.24.1. The
@@ -13,7 +14,7 @@ import (
 func TestRecord(t *testing.T) {
 	var all []common.Scenario
 	all = append(all, clientgo.Scenarios("")...)
-	all = append(all, common.ClientGoScenarios()...)
-	all = append(all, common.ControllerRuntimeScenarios()...)
+	all = append(all, common.ClientGoScenarios(cr.ResourceVersionChanged)...)
+	all = append(all, cr.Scenarios()...)
 	common.Record(t, all)
 }

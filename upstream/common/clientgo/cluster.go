@@ -64,7 +64,7 @@ var modelled = []features.Feature{
 }
 
 func init() {
-	register("feature_gates", "{client-go}'s versioned table, obtained by running features.AddVersionedFeaturesToExistingFeatureGates, resolved at each emulated 1.32-1.37 by component-base's rule (the last spec whose version <= the emulated one; none: PreAlpha, off); the 'standalone' lines are features.FeatureGates().Enabled in this binary", func(t *testing.T, w *writer) {
+	register("feature_gates", "{client-go}'s versioned table, obtained by running features.AddVersionedFeaturesToExistingFeatureGates, resolved at each emulated minor from 1.32 to 1.37, or to the linked release's own if newer, by component-base's rule (the last spec whose version <= the emulated one; none: PreAlpha, off); the 'standalone' lines are features.FeatureGates().Enabled in this binary", func(t *testing.T, w *writer) {
 		c := &capture{}
 		must(features.AddVersionedFeaturesToExistingFeatureGates(c))
 		var others []string
@@ -79,7 +79,7 @@ func init() {
 		}
 		sort.Strings(others)
 		w.note("gates in client-go's table the port does not model: %v", others)
-		for minor := uint(32); minor <= 37; minor++ {
+		for minor := uint(32); minor <= uint(max(37, common.MinorNumber("k8s.io/client-go"))); minor++ {
 			for _, f := range modelled {
 				specs := append(features.VersionedSpecs{}, c.specs[f]...)
 				sort.Slice(specs, func(i, j int) bool { return specs[i].Version.LessThan(specs[j].Version) })

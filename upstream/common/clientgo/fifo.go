@@ -29,6 +29,8 @@ func objLabel(o any) string {
 			return o.Name + " v" + v
 		}
 		return o.Name
+	case unkeyable:
+		return "unkeyable " + o.name
 	case cache.DeletedFinalStateUnknown:
 		return "tombstone(" + o.Key + ": " + objLabel(o.Obj) + ")"
 	case cache.ReplacedAllInfo:

@@ -1,7 +1,8 @@
 // Package clientgo has the scenarios that run client-go alone (its workqueue, rate limiters,
-// FIFOs, fake clientset, informer and feature table). It needs client-go v0.36 or newer, so
-// only the recorders of the main module (client-go v0.37) and of v024/ (client-go v0.36)
-// import it; each writes the files under its own names.
+// FIFOs, fake clientset, informer, leader election and feature table). It needs client-go
+// v0.36 or newer, so only the recorders of the main module (client-go v0.37), of v024/
+// (client-go v0.36) and of v038/ (client-go v0.38) import it; each writes the files under its
+// own names. A scenario registered with a first minor runs only on that client-go or newer.
 package clientgo
 
 import (
@@ -19,21 +20,29 @@ func (w writer) note(format string, args ...any)   { w.Note(format, args...) }
 
 type scenario struct {
 	name, how string
-	run       func(t *testing.T, w *writer)
+	// since is the first client-go minor the scenario is recorded on (0: every one).
+	since int
+	run   func(t *testing.T, w *writer)
 }
 
 var scenarios []scenario
 
 func register(name, how string, run func(t *testing.T, w *writer)) {
-	scenarios = append(scenarios, scenario{name, how, run})
+	registerSince(0, name, how, run)
+}
+
+// registerSince registers a scenario recorded on client-go v0.<minor> and newer.
+func registerSince(minor int, name, how string, run func(t *testing.T, w *writer)) {
+	scenarios = append(scenarios, scenario{name, how, minor, run})
 }
 
 // Scenarios are the client-go scenarios, their files named prefix+name; "{client-go}" in a
 // header is the linked client-go version. feature_gates_by_release is not among them (ByRelease).
 func Scenarios(prefix string) []common.Scenario {
 	var out []common.Scenario
+	linked := common.MinorNumber("k8s.io/client-go")
 	for _, s := range scenarios {
-		if s.name == byRelease {
+		if s.name == byRelease || linked < s.since {
 			continue
 		}
 		out = append(out, wrap(prefix, s))

@@ -1,4 +1,4 @@
-package common
+package cr
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"controlloop/upstream/common"
 )
 
 // reconcileLog is one reconcile: which object, when it started, the value it read.
@@ -27,27 +29,27 @@ type reconcileLog struct {
 // first reconcile has started, the storm's object is written 200 times, 1 ms apart, behind a
 // 20 ms reconciler and one worker. stamp: each write carries a fresh resourceVersion, as an API
 // server's would (the fake sets none, so without it old and new resourceVersions are equal).
-func StormAndInitialList(stamp bool, delay time.Duration, printf Printf) {
+func StormAndInitialList(stamp bool, delay time.Duration, printf common.Printf) {
 	const others = 5
-	names := []string{Object}
-	objs := []runtime.Object{ConfigMap(Object, 0)}
+	names := []string{common.Object}
+	objs := []runtime.Object{common.ConfigMap(common.Object, 0)}
 	for i := range others {
 		n := fmt.Sprintf("other-%d", i)
 		names = append(names, n)
-		objs = append(objs, ConfigMap(n, 0))
+		objs = append(objs, common.ConfigMap(n, 0))
 	}
-	client := SimpleClientset.New(objs...)
+	client := common.SimpleClientset.New(objs...)
 	var mu sync.Mutex
 	var log []reconcileLog
 	c := StartCRController(client, CROptions{Workers: 1}, func(ctx context.Context, cache *CRCache, r reconcile.Request) (reconcile.Result, error) {
 		v := -1
 		if cm := cache.GetConfigMap(ctx, r.Name); cm != nil {
-			v = ValueOf(cm)
+			v = common.ValueOf(cm)
 		}
 		mu.Lock()
 		log = append(log, reconcileLog{r.Name, time.Now(), v})
 		mu.Unlock()
-		time.Sleep(Essay.Cost)
+		time.Sleep(common.Essay.Cost)
 		return reconcile.Result{}, nil
 	})
 	defer c.Stop()
@@ -56,40 +58,40 @@ func StormAndInitialList(stamp bool, delay time.Duration, printf Printf) {
 		defer mu.Unlock()
 		return append([]reconcileLog(nil), log...)
 	}
-	if !WaitUntil(30*time.Second, func() bool { return len(snapshot()) > 0 }) {
+	if !common.WaitUntil(30*time.Second, func() bool { return len(snapshot()) > 0 }) {
 		panic("no reconcile started")
 	}
 	time.Sleep(delay)
 	started := time.Now()
-	for v := 1; v <= Essay.Writes; v++ {
+	for v := 1; v <= common.Essay.Writes; v++ {
 		synctest.Wait()
-		if p := write(client, v, stamp); p != "" {
+		if p := common.WriteValue(client, v, stamp); p != "" {
 			panic(p)
 		}
-		if v < Essay.Writes {
-			time.Sleep(Essay.Gap)
+		if v < common.Essay.Writes {
+			time.Sleep(common.Essay.Gap)
 		}
 	}
 	stormMS := time.Since(started).Milliseconds()
 	lastRead := func(l []reconcileLog) int {
 		for i := len(l) - 1; i >= 0; i-- {
-			if l[i].name == Object {
+			if l[i].name == common.Object {
 				return l[i].value
 			}
 		}
 		return -1
 	}
-	if !WaitUntil(time.Minute, func() bool {
+	if !common.WaitUntil(time.Minute, func() bool {
 		l := snapshot()
 		seen := map[string]bool{}
 		for _, r := range l {
 			seen[r.name] = true
 		}
-		return lastRead(l) == Essay.Writes && len(seen) == len(names) && c.QueueLen() == 0
+		return lastRead(l) == common.Essay.Writes && len(seen) == len(names) && c.QueueLen() == 0
 	}) {
 		panic("the storm's object never read the last value, or an object was never reconciled")
 	}
-	time.Sleep(Essay.Cost + 2*time.Millisecond)
+	time.Sleep(common.Essay.Cost + 2*time.Millisecond)
 	synctest.Wait()
 	l := snapshot()
 	msOf := func(r reconcileLog) int64 {
@@ -105,7 +107,7 @@ func StormAndInitialList(stamp bool, delay time.Duration, printf Printf) {
 		if msOf(r) < stormMS {
 			during[r.name]++
 		}
-		if _, ok := first[r.name]; !ok && r.name != Object {
+		if _, ok := first[r.name]; !ok && r.name != common.Object {
 			first[r.name] = msOf(r)
 		}
 	}
@@ -121,10 +123,10 @@ func StormAndInitialList(stamp bool, delay time.Duration, printf Printf) {
 		rv = "each write stamped with a fresh resourceVersion, as an API server's would be"
 	}
 	printf("queue: %s; %s; the storm began %v after the first reconcile started", QueueKind(c.Counts.queue), rv, delay)
-	printf("storm: 200 writes to %s, 1 ms apart, over %d ms; 20 ms per reconcile, one worker", Object, stormMS)
-	printf("reconciles started during the storm: %s %d, the %d other objects %d", Object, during[Object], others, othersDuring)
+	printf("storm: 200 writes to %s, 1 ms apart, over %d ms; 20 ms per reconcile, one worker", common.Object, stormMS)
+	printf("reconciles started during the storm: %s %d, the %d other objects %d", common.Object, during[common.Object], others, othersDuring)
 	printf("the other objects' first reconciles, ms after the storm began: %s", int64s(firsts))
-	printf("%s's last reconcile read %d", Object, lastRead(l))
+	printf("%s's last reconcile read %d", common.Object, lastRead(l))
 	printf("the handler's adds: %s", priorities(c.Adds()))
 	var order []string
 	for _, r := range l {
@@ -157,7 +159,7 @@ func priorities(adds []Add) string {
 			p = fmt.Sprintf("priority %d", *a.Priority)
 		}
 		name := "the storm's object"
-		if a.Name != Object {
+		if a.Name != common.Object {
 			name = "another object"
 		}
 		cur := name + " at " + p
@@ -195,7 +197,7 @@ func StormAndInitialListHow() string {
 }
 
 // StormAndInitialListScenario records both runs.
-func StormAndInitialListScenario(t *testing.T, w *Writer) {
+func StormAndInitialListScenario(t *testing.T, w *common.Writer) {
 	i := 0
 	for _, stamp := range []bool{false, true} {
 		for _, delay := range []time.Duration{0, time.Millisecond} {
@@ -203,7 +205,7 @@ func StormAndInitialListScenario(t *testing.T, w *Writer) {
 				w.Printf("")
 			}
 			i++
-			Bubble(t, func(t *testing.T) { StormAndInitialList(stamp, delay, w.Printf) })
+			common.Bubble(t, func(t *testing.T) { StormAndInitialList(stamp, delay, w.Printf) })
 		}
 	}
 }

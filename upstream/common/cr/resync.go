@@ -1,4 +1,4 @@
-package common
+package cr
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"controlloop/upstream/common"
 )
 
 // The resync timeline of chapter 04 (the port's lab::resync::timeline), on the fake: one
@@ -38,7 +40,7 @@ type ResyncSetup struct {
 // widget is a ConfigMap w carrying color at generation gen.
 func widget(name, color string, gen int64) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Generation: gen},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: common.Namespace, Generation: gen},
 		Data:       map[string]string{"color": color},
 	}
 }
@@ -78,7 +80,7 @@ func hoursIn(d time.Duration, periods []time.Duration) string {
 			return fmt.Sprintf("%d·%s", int(math.Round(k)), name)
 		}
 	}
-	return f(math.Round(d.Hours()*10000) / 10000)
+	return common.Float(math.Round(d.Hours()*10000) / 10000)
 }
 
 // Reconciled is the port's Report::reconciled: "hour name color", runs one hour apart folded
@@ -118,9 +120,9 @@ func (r ResyncReport) Reconciled() []string {
 func ResyncTimeline(setup ResyncSetup) ResyncReport {
 	t0 := time.Now()
 	at := func(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
-	client := SimpleClientset.New(widget("w", "red", 7))
-	cms := client.CoreV1().ConfigMaps(Namespace)
-	dropper := &Dropper{}
+	client := common.SimpleClientset.New(widget("w", "red", 7))
+	cms := client.CoreV1().ConfigMaps(common.Namespace)
+	dropper := &common.Dropper{}
 	var mu sync.Mutex
 	var rep ResyncReport
 	period := 10 * time.Hour
@@ -150,7 +152,7 @@ func ResyncTimeline(setup ResyncSetup) ResyncReport {
 	c := StartCRController(client, o, reconciler)
 	// Beside the controller's handler, one that records what each update carries.
 	inf, err := c.Cache.GetInformer(context.Background(), &corev1.ConfigMap{})
-	must(err)
+	common.Must(err)
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, new any) {
 		o, n := old.(*corev1.ConfigMap), new.(*corev1.ConfigMap)
 		mu.Lock()
@@ -165,7 +167,7 @@ func ResyncTimeline(setup ResyncSetup) ResyncReport {
 			rep.SamePointer++
 		}
 	}})
-	must(err)
+	common.Must(err)
 	sleepUntil := func(t time.Time) {
 		time.Sleep(time.Until(t))
 		synctest.Wait()
@@ -173,16 +175,16 @@ func ResyncTimeline(setup ResyncSetup) ResyncReport {
 	ctx := context.Background()
 	sleepUntil(at(0.5))
 	_, err = cms.Update(ctx, widget("w", "green", 8), metav1.UpdateOptions{})
-	must(err)
+	common.Must(err)
 	sleepUntil(at(21.5))
 	dropper.Drop(2) // the next two writes' watch events are lost
 	_, err = cms.Update(ctx, widget("w", "blue", 9), metav1.UpdateOptions{})
-	must(err)
+	common.Must(err)
 	_, err = cms.Create(ctx, widget("w2", "blue", 1), metav1.CreateOptions{})
-	must(err)
+	common.Must(err)
 	sleepUntil(at(35.5))
 	var cached corev1.ConfigMapList
-	must(c.Cache.List(ctx, &cached))
+	common.Must(c.Cache.List(ctx, &cached))
 	c.Stop()
 	rep.ListCalls, rep.WatchCalls = countVerb(client.Actions(), "list"), countVerb(client.Actions(), "watch")
 	rep.Period = c.Cache.ResyncPeriods()
@@ -196,7 +198,7 @@ func ResyncTimeline(setup ResyncSetup) ResyncReport {
 	}
 	mu.Unlock()
 	l, err := cms.List(ctx, metav1.ListOptions{})
-	must(err)
+	common.Must(err)
 	for _, cm := range l.Items {
 		rep.OnTheServer = append(rep.OnTheServer, fmt.Sprintf("%s %s generation %d", cm.Name, cm.Data["color"], cm.Generation))
 	}
@@ -240,13 +242,13 @@ func OwnedTimeline() (hoursAfter0 []string, periods []time.Duration) {
 	t0 := time.Now()
 	owner := widget("w", "red", 7)
 	owner.UID = types.UID("uid-w")
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-pod", Namespace: Namespace, OwnerReferences: []metav1.OwnerReference{{
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w-pod", Namespace: common.Namespace, OwnerReferences: []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "ConfigMap", Name: "w", UID: owner.UID, Controller: ptr.To(true),
 	}}}}
-	client := SimpleClientset.New(owner, pod)
+	client := common.SimpleClientset.New(owner, pod)
 	period := 10 * time.Hour
 	cache, err := NewCRCache(client, &period, nil)
-	must(err)
+	common.Must(err)
 	var mu sync.Mutex
 	var at []time.Duration
 	c, err := controller.NewTypedUnmanaged("owner", controller.TypedOptions[reconcile.Request]{
@@ -258,10 +260,10 @@ func OwnedTimeline() (hoursAfter0 []string, periods []time.Duration) {
 			return reconcile.Result{}, nil
 		}),
 	})
-	must(err)
-	must(c.Watch(source.Kind(cache, &corev1.ConfigMap{}, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{},
+	common.Must(err)
+	common.Must(c.Watch(source.Kind(cache, &corev1.ConfigMap{}, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{},
 		predicate.TypedGenerationChangedPredicate[*corev1.ConfigMap]{})))
-	must(c.Watch(source.Kind(cache, &corev1.Pod{}, handler.TypedEnqueueRequestForOwner[*corev1.Pod](clientgoscheme.Scheme, cache.mapper, &corev1.ConfigMap{}, handler.OnlyControllerOwner()))))
+	common.Must(c.Watch(source.Kind(cache, &corev1.Pod{}, handler.TypedEnqueueRequestForOwner[*corev1.Pod](clientgoscheme.Scheme, cache.mapper, &corev1.ConfigMap{}, handler.OnlyControllerOwner()))))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -290,12 +292,12 @@ func ResyncHow() string {
 }
 
 // ResyncScenario records chapter 04's runs.
-func ResyncScenario(t *testing.T, w *Writer) {
+func ResyncScenario(t *testing.T, w *common.Writer) {
 	var periods []string
 	inRange := true
 	run := func(setup ResyncSetup) ResyncReport {
 		var rep ResyncReport
-		Bubble(t, func(t *testing.T) { rep = ResyncTimeline(setup) })
+		common.Bubble(t, func(t *testing.T) { rep = ResyncTimeline(setup) })
 		for _, p := range rep.Period {
 			periods = append(periods, p.String())
 			inRange = inRange && p >= 9*time.Hour && p < 11*time.Hour
@@ -325,7 +327,7 @@ func ResyncScenario(t *testing.T, w *Writer) {
 	}
 	var owned []string
 	var ownedPeriods []time.Duration
-	Bubble(t, func(t *testing.T) { owned, ownedPeriods = OwnedTimeline() })
+	common.Bubble(t, func(t *testing.T) { owned, ownedPeriods = OwnedTimeline() })
 	for _, p := range ownedPeriods {
 		periods = append(periods, p.String())
 		inRange = inRange && p >= 9*time.Hour && p < 11*time.Hour

@@ -1,4 +1,4 @@
-package common
+package cr
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"controlloop/upstream/common"
 )
 
 // heldSource is a syncing source that hands the controller's queue out and holds the
@@ -53,8 +55,8 @@ func DefaultQueue(name string) (q priorityqueue.PriorityQueue[reconcile.Request]
 			return reconcile.Result{}, nil
 		}),
 	})
-	must(err)
-	must(c.Watch(src))
+	common.Must(err)
+	common.Must(c.Watch(src))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -104,7 +106,7 @@ func getWithin(q priorityqueue.PriorityQueue[reconcile.Request], d time.Duration
 }
 
 // walk is chapter 01's walk on q (the port's controller_queue): len after each step.
-func walk(q priorityqueue.PriorityQueue[reconcile.Request], printf Printf) {
+func walk(q priorityqueue.PriorityQueue[reconcile.Request], printf common.Printf) {
 	printf("step                                 len")
 	row := func(step string) {
 		synctest.Wait()
@@ -133,7 +135,7 @@ func walk(q priorityqueue.PriorityQueue[reconcile.Request], printf Printf) {
 }
 
 // forgetWithoutDone is chapter 02's Forget where Done was meant, on q.
-func forgetWithoutDone(q priorityqueue.PriorityQueue[reconcile.Request], printf Printf) {
+func forgetWithoutDone(q priorityqueue.PriorityQueue[reconcile.Request], printf common.Printf) {
 	q.Add(web)
 	item, _, _ := getWithin(q, 0)
 	printf("add, get -> %s", item)
@@ -161,7 +163,7 @@ func forgetWithoutDone(q priorityqueue.PriorityQueue[reconcile.Request], printf 
 // requeueAfterAndChange is chapter 04's remedy on q: a worker answers every hand-out as
 // controller-runtime answers Result{RequeueAfter: 1h} (Forget, AddAfter 1h, Done); the first
 // requeue is made at 0 h, a change (Add) comes at 0.5 h; the hand-outs until 3.75 h.
-func requeueAfterAndChange(q priorityqueue.PriorityQueue[reconcile.Request], printf Printf) {
+func requeueAfterAndChange(q priorityqueue.PriorityQueue[reconcile.Request], printf common.Printf) {
 	t0 := time.Now()
 	var mu sync.Mutex
 	var at []string
@@ -190,23 +192,23 @@ func requeueAfterAndChange(q priorityqueue.PriorityQueue[reconcile.Request], pri
 }
 
 // hours prints d in hours, as the port's chapter 04 does ("0.5", "1", "22.5").
-func hours(d time.Duration) string { return f(round3(d.Hours())) + "h" }
+func hours(d time.Duration) string { return common.Float(common.Round3(d.Hours())) + "h" }
 
 // DefaultQueueHow says how the default-queue walks are obtained.
 const DefaultQueueHow = "the queue controller.NewTypedUnmanaged builds when no queue, limiter or UsePriorityQueue is set, taken from the controller by a syncing source that holds its start (no worker runs; the scenario is the worker), in a synctest bubble; each walk on a fresh controller's queue; len and num_requeues are read after synctest.Wait (the priority queue flushes its add buffer, and asks its limiter, on a goroutine of its own)"
 
 // DefaultQueueWalks: chapter 01's walk, chapter 02's Forget without Done and chapter 04's
 // change against a waiting requeue, each on the queue a controller builds by default.
-func DefaultQueueWalks(t *testing.T, w *Writer) {
+func DefaultQueueWalks(t *testing.T, w *common.Writer) {
 	for i, c := range []struct {
 		title string
-		run   func(priorityqueue.PriorityQueue[reconcile.Request], Printf)
+		run   func(priorityqueue.PriorityQueue[reconcile.Request], common.Printf)
 	}{
 		{"chapter 01, the walk", walk},
 		{"chapter 02, forget without done", forgetWithoutDone},
 		{"chapter 04, a change while a requeue waits", requeueAfterAndChange},
 	} {
-		Bubble(t, func(t *testing.T) {
+		common.Bubble(t, func(t *testing.T) {
 			q, stop := DefaultQueue(fmt.Sprintf("walk-%d", i))
 			defer stop()
 			if i > 0 {
@@ -318,8 +320,8 @@ func requeueOnDefault(name string, outcome func() (reconcile.Result, error)) str
 			return q
 		},
 	})
-	must(err)
-	must(c.Watch(sourceFunc(func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.Add(webRequest) })))
+	common.Must(err)
+	common.Must(c.Watch(sourceFunc(func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.Add(webRequest) })))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -353,7 +355,7 @@ func requeueOnDefault(name string, outcome func() (reconcile.Result, error)) str
 const RequeueDefaultHow = "controller.NewTypedUnmanaged with NewQueue building the priority queue as its default NewQueue does (priorityqueue.New with the limiter the controller hands it), behind a wrapper that logs the calls; one request, the reconciler's first outcome (later reconciles return Result{}), in a synctest bubble; the calls after the source's Add up to the first Done, NumRequeues right after it once the queue's goroutines settled (synctest.Wait: the queue flushes its add buffer, and asks the limiter, on a goroutine of its own), and when the second reconcile came"
 
 // RequeueOnPriorityQueue records each outcome's queue calls on the priority queue.
-func RequeueOnPriorityQueue(printf Printf) {
+func RequeueOnPriorityQueue(printf common.Printf) {
 	for i, c := range outcomes {
 		printf("%s: %s", c.name, requeueOnDefault(fmt.Sprintf("pq-requeue-%d", i), c.outcome))
 	}

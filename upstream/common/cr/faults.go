@@ -1,4 +1,4 @@
-package common
+package cr
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"controlloop/upstream/common"
 )
 
 // World is the port's lab::edge::Downstream: what a controller drives. A command takes cost
@@ -196,7 +198,7 @@ type Node struct {
 	// events heard by processes that are gone
 	pastEvents int
 	Starts     int
-	dropper    *Dropper
+	dropper    *common.Dropper
 }
 
 // NewNode is a stopped process.
@@ -227,7 +229,7 @@ func (n *Node) Start() {
 			if cm == nil {
 				return reconcile.Result{}, nil
 			}
-			if err := n.world.Set(r.Namespace+"/"+r.Name, ValueOf(cm), alive); err != nil {
+			if err := n.world.Set(r.Namespace+"/"+r.Name, common.ValueOf(cm), alive); err != nil {
 				return reconcile.Result{}, err
 			}
 			return reconcile.Result{}, nil
@@ -300,7 +302,7 @@ type matrixWriter struct {
 
 // write sets ConfigMap name's data.value to value, with extra data keys beside it.
 func (w *matrixWriter) write(name string, value int, extra map[string]string) {
-	cm := ConfigMap(name, value)
+	cm := common.ConfigMap(name, value)
 	for k, v := range extra {
 		cm.Data[k] = v
 	}
@@ -308,8 +310,8 @@ func (w *matrixWriter) write(name string, value int, extra map[string]string) {
 	if w.stamp {
 		cm.ResourceVersion = strconv.Itoa(100000 + w.rv)
 	}
-	_, err := w.client.CoreV1().ConfigMaps(Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
-	must(err)
+	_, err := w.client.CoreV1().ConfigMaps(common.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+	common.Must(err)
 }
 
 // Fault is a row of chapter 12's matrix that runs on the fake.
@@ -367,22 +369,22 @@ func RunRow(fault Fault, o LevelOptions, stamp bool) RowResult {
 	var objs []runtime.Object
 	for i := range names {
 		names[i] = fmt.Sprintf("w-%d", i)
-		objs = append(objs, ConfigMap(names[i], 0))
+		objs = append(objs, common.ConfigMap(names[i], 0))
 	}
-	client := SimpleClientset.New(objs...)
+	client := common.SimpleClientset.New(objs...)
 	world := NewWorld(matrixCost)
 	hooks := &Hooks{}
 	node := NewNode(client, world, hooks, o)
-	var dropper *Dropper
+	var dropper *common.Dropper
 	if fault == FaultEventsDropped {
-		dropper = &Dropper{}
+		dropper = &common.Dropper{}
 	}
 	node.dropper = dropper
 	node.Start()
 	// Settle: every object reconciled once at 0.
-	if !WaitUntil(30*time.Second, func() bool {
+	if !common.WaitUntil(30*time.Second, func() bool {
 		for _, n := range names {
-			if world.Replicas(Namespace+"/"+n) != 0 {
+			if world.Replicas(common.Namespace+"/"+n) != 0 {
 				return false
 			}
 		}
@@ -442,22 +444,22 @@ func RunRow(fault Fault, o LevelOptions, stamp bool) RowResult {
 	}
 	right := func() bool {
 		for _, n := range names {
-			if world.Replicas(Namespace+"/"+n) != last[n] {
+			if world.Replicas(common.Namespace+"/"+n) != last[n] {
 				return false
 			}
 		}
 		return true
 	}
-	quiet := WaitUntil(matrixLimit, func() bool {
+	quiet := common.WaitUntil(matrixLimit, func() bool {
 		return right() && node.QueueLen() == 0 && hooks.quietFor(matrixQuiet)
 	})
 	r := RowResult{Fault: fault, Quiet: quiet, QueueKind: kind}
 	r.QuietAfter = time.Since(lastWrite)
 	for _, n := range names {
-		if got := world.Replicas(Namespace + "/" + n); got != last[n] {
+		if got := world.Replicas(common.Namespace + "/" + n); got != last[n] {
 			r.Wrong = append(r.Wrong, fmt.Sprintf("%s runs %d, written %d", n, got, last[n]))
 		}
-		if lc := world.LastChange(Namespace + "/" + n); lc.After(lastWrite) && lc.Sub(lastWrite) > r.Converged {
+		if lc := world.LastChange(common.Namespace + "/" + n); lc.After(lastWrite) && lc.Sub(lastWrite) > r.Converged {
 			r.Converged = lc.Sub(lastWrite)
 		}
 	}
@@ -485,7 +487,7 @@ func (r RowResult) Line() string {
 		verdict += fmt.Sprintf("; not quiet within %v", matrixLimit)
 	}
 	return fmt.Sprintf("%s: %s; relists %d; reconciles %d (failed %d, panicked %d), world commands %d, overlapping %d; converged %s ms after the last write, last reconcile %s ms after it",
-		r.Fault, verdict, r.Relists, r.Reconciles, r.Failed, r.Panicked, r.Commands, r.Overlapping, millis(r.Converged), millis(r.LastReconcile))
+		r.Fault, verdict, r.Relists, r.Reconciles, r.Failed, r.Panicked, r.Commands, r.Overlapping, common.Millis(r.Converged), common.Millis(r.LastReconcile))
 }
 
 // MatrixHow says how the rows are obtained.
@@ -494,7 +496,7 @@ func MatrixHow() string {
 }
 
 // MatrixScenario records the rows on the default queue, and on the others where they differ.
-func MatrixScenario(t *testing.T, w *Writer) {
+func MatrixScenario(t *testing.T, w *common.Writer) {
 	variants := []struct {
 		label  string
 		o      LevelOptions
@@ -518,7 +520,7 @@ func MatrixScenario(t *testing.T, w *Writer) {
 		}
 		for _, fault := range faults {
 			var r RowResult
-			Bubble(t, func(t *testing.T) { r = RunRow(fault, v.o, v.stamp) })
+			common.Bubble(t, func(t *testing.T) { r = RunRow(fault, v.o, v.stamp) })
 			if first {
 				w.Printf("%s; the queue: %s", v.label, r.QueueKind)
 				first = false

@@ -1,9 +1,4 @@
-// Package common has what every recorder needs: the recorded file format, and the scenarios
-// that run on controller-runtime (and client-go alone, where they build on every release). It
-// is its own module so that the recorder of each release (upstream/record for
-// controller-runtime v0.25, upstream/v024 for v0.24, upstream/v022 for v0.22) runs the very
-// same code: the module that imports it decides the versions.
-package common
+package cr
 
 import (
 	"context"
@@ -19,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"controlloop/upstream/common"
 )
 
 // recordingQueue is a client-go rate-limiting queue that logs the calls a controller makes.
@@ -93,8 +90,8 @@ func runOnce(name string, outcome func() (reconcile.Result, error)) (string, int
 			return q
 		},
 	})
-	must(err)
-	must(c.Watch(source.Func(func(_ context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	common.Must(err)
+	common.Must(c.Watch(source.Func(func(_ context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		queue.Add(webRequest)
 		return nil
 	})))
@@ -124,24 +121,11 @@ func runOnce(name string, outcome func() (reconcile.Result, error)) (string, int
 	return strings.Join(calls, ", "), n
 }
 
-// Printf receives one recorded line.
-type Printf func(format string, args ...any)
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
-func pad3(i int) string {
-	return string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)})
-}
-
 // RequeueHow says how the requeue lines are obtained, for the recorded header.
 const RequeueHow = "controller.NewTypedUnmanaged (UsePriorityQueue=false, NewQueue = a client-go rate-limiting queue that logs its calls), one request, the reconciler's first outcome, in a synctest bubble; the calls after the source's Add, up to the first Done, and NumRequeues after"
 
 // Requeue records the queue calls a controller makes for each reconcile outcome.
-func Requeue(printf Printf) {
+func Requeue(printf common.Printf) {
 	cases := []struct {
 		name    string
 		outcome func() (reconcile.Result, error)
@@ -171,7 +155,7 @@ func Requeue(printf Printf) {
 const DefaultLimiterHow = "controller.NewTypedUnmanaged with RateLimiter unset: the limiter it hands NewQueue, asked When for 120 fresh requests back to back (in a synctest bubble: no time passes between the calls; printed rounded to the millisecond), with UsePriorityQueue unset, false and true"
 
 // DefaultLimiter records the limiter a controller picks when none is configured.
-func DefaultLimiter(printf Printf) {
+func DefaultLimiter(printf common.Printf) {
 	for _, pq := range []struct {
 		label string
 		use   *bool
@@ -186,7 +170,7 @@ func DefaultLimiter(printf Printf) {
 				return workqueue.NewTypedRateLimitingQueue(rl)
 			},
 		})
-		must(err)
+		common.Must(err)
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		go func() {
@@ -204,7 +188,7 @@ func DefaultLimiter(printf Printf) {
 		printf("%s:", pq.label)
 		var delays []string
 		for i := 1; i <= 120; i++ {
-			r := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "obj-" + pad3(i)}}
+			r := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "obj-" + common.Pad3(i)}}
 			delays = append(delays, limiter.When(r).Round(time.Millisecond).String())
 		}
 		for i := 0; i < 120; {
@@ -213,9 +197,9 @@ func DefaultLimiter(printf Printf) {
 				j++
 			}
 			if j == i+1 {
-				printf("  request %s: %s", pad3(i+1), delays[i])
+				printf("  request %s: %s", common.Pad3(i+1), delays[i])
 			} else {
-				printf("  requests %s-%s: %s", pad3(i+1), pad3(j), delays[i])
+				printf("  requests %s-%s: %s", common.Pad3(i+1), common.Pad3(j), delays[i])
 			}
 			i = j
 		}

@@ -1,4 +1,4 @@
-package common
+package cr
 
 import (
 	"context"
@@ -15,17 +15,19 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"controlloop/upstream/common"
 )
 
 // ManagerLeaseHow says how ManagerLeaseLost runs, for the header.
 func ManagerLeaseHow() string {
-	return "controller-runtime " + ControllerRuntime() + " (client-go " + ClientGo() + "): manager.New with LeaderElection on a LeaseLock over client-go's fake clientset (LeaderElectionResourceLockInterface; the defaults: a 15 s lease, a 10 s renew deadline, a 2 s retry), metrics off, one Runnable that needs leader election and waits on its context; at 21 s (between two renewals, which fall on even seconds) every request for the Lease starts failing (a reactor on the fake: the API server unreachable, as in a partition), so the manager cannot renew; in a synctest bubble, so every time below is exact"
+	return "controller-runtime " + common.ControllerRuntime() + " (client-go " + common.ClientGo() + "): manager.New with LeaderElection on a LeaseLock over client-go's fake clientset (LeaderElectionResourceLockInterface; the defaults: a 15 s lease, a 10 s renew deadline, a 2 s retry), metrics off, one Runnable that needs leader election and waits on its context; at 21 s (between two renewals, which fall on even seconds) every request for the Lease starts failing (a reactor on the fake: the API server unreachable, as in a partition), so the manager cannot renew; in a synctest bubble, so every time below is exact"
 }
 
 // ManagerLeaseLostScenario records what the manager does when it loses its lease: when its
 // runnable's context is cancelled, and what Start returns.
-func ManagerLeaseLostScenario(t *testing.T, w *Writer) {
-	Bubble(t, func(t *testing.T) { ManagerLeaseLost(t, w.Printf) })
+func ManagerLeaseLostScenario(t *testing.T, w *common.Writer) {
+	common.Bubble(t, func(t *testing.T) { ManagerLeaseLost(t, w.Printf) })
 }
 
 // ManagerLeaseLost is the scenario's body.
