@@ -28,7 +28,7 @@ use crate::{SECOND, compare_each, paused, within};
 // ---------------------------------------------------------------------------------------
 
 /// A ConfigMap in `default` named `name`, with `data.v` when `v > 0`.
-fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
+pub(crate) fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -40,7 +40,7 @@ fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
     })
 }
 
-fn obj_label(o: &ConfigMap) -> String {
+pub(crate) fn obj_label(o: &ConfigMap) -> String {
     let name = o.metadata.name.clone().unwrap_or_default();
     match o.data.as_ref().and_then(|d| d.get("v")) {
         Some(v) => format!("{name} v{v}"),
@@ -71,7 +71,7 @@ fn delta_label(d: &Delta<ConfigMap>) -> String {
     format!("{} {what}", d.delta_type)
 }
 
-fn deltas_label(ds: &[Delta<ConfigMap>]) -> String {
+pub(crate) fn deltas_label(ds: &[Delta<ConfigMap>]) -> String {
     format!(
         "[{}]",
         ds.iter().map(delta_label).collect::<Vec<_>>().join(", ")
@@ -88,7 +88,7 @@ fn drain_pops(f: &impl Fifo<ConfigMap>) -> Vec<String> {
 
 /// Pops batches until nothing is queued: each PopBatch, and whether it went to the batch or
 /// the single-item function.
-fn drain_batches(f: &RealFifo<ConfigMap>) -> Vec<String> {
+pub(crate) fn drain_batches(f: &RealFifo<ConfigMap>) -> Vec<String> {
     let mut pops = Vec::new();
     loop {
         let got = RefCell::new(String::new());
@@ -130,7 +130,7 @@ fn delta_fifo(known: Arc<Store<ConfigMap>>) -> DeltaFifo<ConfigMap> {
     })
 }
 
-fn print_pops(lines: &mut Vec<String>, fifo: &str, pops: Vec<String>) {
+pub(crate) fn print_pops(lines: &mut Vec<String>, fifo: &str, pops: Vec<String>) {
     lines.push(format!("{fifo}: {} pops", pops.len()));
     for (i, p) in pops.iter().enumerate() {
         lines.push(format!("  pop {}: {p}", i + 1));
