@@ -12,7 +12,7 @@ use std::time::Duration;
 use controlloop::{
     cache::{
         Fifo, HandlerFuncs, InformerOptions, KeyError, KeyFunc, RealFifo, RealFifoOptions,
-        SharedIndexInformer, Store, StoreWrite,
+        SharedIndexInformer, Store, StoreWrite, select_fifo,
     },
     fake::{FakeClientset, FakeListerWatcher},
     features::{Feature, FeatureGates},
@@ -254,5 +254,53 @@ fn informer_batch_same_object() {
         "client_go_v0.37_informer_batch_same_object",
         "informer of NewInformerWithOptions",
         informer_batch_same_object_lines(FeatureGates::at_minor(37).expect("modelled")),
+    );
+}
+
+/// client-go v0.38's batches, selected as the informer selects them at 1.38.
+fn v038_fifo() -> RealFifoOptions<ConfigMap> {
+    RealFifoOptions {
+        batches_repeat_keys: true,
+        ..RealFifoOptions::default()
+    }
+}
+
+#[test]
+fn fifo_batch_boundaries_on_v0_38() {
+    compare(
+        "client_go_v0.38_fifo_batch_boundaries",
+        fifo_batch_boundaries_lines(v038_fifo),
+    );
+}
+
+#[test]
+fn store_transaction_repeated_key_on_v0_38() {
+    compare(
+        "client_go_v0.38_store_transaction_repeated_key",
+        store_transaction_lines(|s| s.last_write_per_key(true)),
+    );
+}
+
+#[test]
+fn informer_batch_same_object_on_v0_38() {
+    compare_until(
+        "client_go_v0.38_informer_batch_same_object",
+        "informer of NewInformerWithOptions",
+        informer_batch_same_object_lines(FeatureGates::at_minor(38).expect("modelled")),
+    );
+}
+
+/// The informer at 1.38 builds its FIFO and store as v0.38's, at 1.37 as v0.37.2's.
+#[test]
+fn the_informer_follows_v0_38_batches_only_at_1_38() {
+    let at = |minor| select_fifo(&FeatureGates::at_minor(minor).expect("modelled"));
+    assert!(!at(37).batches_repeat_keys);
+    assert!(at(38).batches_repeat_keys);
+    assert!(
+        !InformerOptions::new(SECOND)
+            .gates
+            .emulated_version()
+            .minor
+            .eq(&38)
     );
 }

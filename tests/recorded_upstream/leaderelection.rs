@@ -307,3 +307,16 @@ fn leader_election_release_after_outage() {
         release_after_outage_lines(LeaderElectionConfig::default()),
     );
 }
+
+/// The same run with both electors following client-go v0.38: a's release reads b's holder and
+/// leaves the Lease; a's observed record still names a, so it says it leads.
+#[test]
+fn leader_election_release_after_outage_on_v0_38() {
+    compare(
+        "client_go_v0.38_leader_election_release_after_outage",
+        release_after_outage_lines(LeaderElectionConfig {
+            client_go_minor: 38,
+            ..LeaderElectionConfig::default()
+        }),
+    );
+}

@@ -65,6 +65,7 @@ fn workqueue_coalescing() {
         &[
             "workqueue_coalescing",
             "client_go_v0.37_workqueue_coalescing",
+            "client_go_v0.38_workqueue_coalescing",
         ],
         lines,
     );
@@ -115,6 +116,7 @@ fn workqueue_forget_without_done() {
         &[
             "workqueue_forget_without_done",
             "client_go_v0.37_workqueue_forget_without_done",
+            "client_go_v0.38_workqueue_forget_without_done",
         ],
         lines,
     );
@@ -208,6 +210,7 @@ fn workqueue_done_without_forget() {
         &[
             "workqueue_done_without_forget",
             "client_go_v0.37_workqueue_done_without_forget",
+            "client_go_v0.38_workqueue_done_without_forget",
         ],
         lines,
     );
@@ -235,6 +238,7 @@ fn rate_limiter_default() {
         &[
             "rate_limiter_default",
             "client_go_v0.37_rate_limiter_default",
+            "client_go_v0.38_rate_limiter_default",
         ],
         lines,
     );
@@ -257,6 +261,7 @@ fn rate_limiter_bucket_120() {
         &[
             "rate_limiter_bucket_120",
             "client_go_v0.37_rate_limiter_bucket_120",
+            "client_go_v0.38_rate_limiter_bucket_120",
         ],
         lines,
     );
