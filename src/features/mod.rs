@@ -90,8 +90,9 @@
 //!
 //! `util/workqueue/{queue,delaying_queue,rate_limiting_queue}.go`
 //! 15. `Pause`/`Resume`, forwarded by the delaying and rate-limiting queues; a shutdown while
-//!     paused hands out nothing more. Not modelled (recorded: `workqueue_pause`, not
-//!     compared). The rate-limiting queue's config gains a logger: no behaviour.
+//!     paused hands out nothing more. Modelled on every release (new methods, inert unless
+//!     called): [`Queue::pause`], [`Queue::resume`]. Recorded: `workqueue_pause`. The
+//!     rate-limiting queue's config gains a logger: no behaviour.
 //!
 //! `features/known_features.go`
 //! 16. Three new gates (`ClientsAllowConnectionPool`, `ManagedFieldsOptOutClient`,
@@ -109,6 +110,8 @@
 //! [`RealFifoOptions::batches_repeat_keys`]: crate::cache::RealFifoOptions::batches_repeat_keys
 //! [`FifoChoice::batches_repeat_keys`]: crate::cache::FifoChoice::batches_repeat_keys
 //! [`Store::last_write_per_key`]: crate::cache::Store::last_write_per_key
+//! [`Queue::pause`]: crate::workqueue::Queue::pause
+//! [`Queue::resume`]: crate::workqueue::Queue::resume
 //! [`LeaderElectionConfig::client_go_minor`]: crate::leaderelection::LeaderElectionConfig::client_go_minor
 
 use std::{collections::BTreeMap, fmt};

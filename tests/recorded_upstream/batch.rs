@@ -304,3 +304,14 @@ fn the_informer_follows_v0_38_batches_only_at_1_38() {
             .eq(&38)
     );
 }
+
+/// The release is what the comparison holds: the port at 1.37 fails the v0.38 recording, on
+/// the line where v0.38 stops ending a batch at the repeated key.
+#[test]
+#[should_panic(expected = "+a repeats: updates a v2, b v2, a v3, c v2: 2 pops")]
+fn the_v0_37_batches_fail_the_v0_38_recording() {
+    compare(
+        "client_go_v0.38_fifo_batch_boundaries",
+        fifo_batch_boundaries_lines(RealFifoOptions::default),
+    );
+}
