@@ -209,12 +209,13 @@ fn the_other_informer_gates_turn_on_when_upstream_says() {
 }
 
 #[test]
-fn an_emulated_version_outside_1_32_to_1_37_is_an_error() {
+fn an_emulated_version_outside_1_32_to_1_38_is_an_error() {
     assert_eq!(
         FeatureGates::at_minor(31).unwrap_err(),
         FeatureGateError::UnsupportedVersion(Version::new(1, 31))
     );
-    assert!(FeatureGates::at_minor(38).is_err());
+    assert!(FeatureGates::at_minor(38).is_ok());
+    assert!(FeatureGates::at_minor(39).is_err());
 }
 
 #[test]

@@ -528,3 +528,145 @@ async fn no_unfinished_work_updates_after_shutdown() {
         before
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// client-go v0.38.0-beta.0 `TestQueuePauseAndResume` (`util/workqueue/queue_test.go`): the
+// pausable queue. Upstream's 50 ms "nothing arrived" windows are virtual here.
+// ---------------------------------------------------------------------------------------
+
+/// Spawns a worker that gets and dones `n` items, sending each.
+fn worker(q: &Queue<String>, n: usize) -> tokio::sync::mpsc::UnboundedReceiver<Option<String>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let q = q.clone();
+    tokio::spawn(async move {
+        for _ in 0..n {
+            let item = q.get().await;
+            if let Some(i) = &item {
+                q.done(i);
+            }
+            let _ = tx.send(item);
+        }
+    });
+    rx
+}
+
+/// Nothing arrives on `rx` within 50 ms of virtual time.
+async fn nothing_within_50ms<T: std::fmt::Debug>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+    while_: &str,
+) {
+    if let Ok(got) = timeout(50 * MS, rx.recv()).await {
+        panic!("received {got:?} {while_}");
+    }
+}
+
+/// The next thing on `rx`, within a second of virtual time.
+async fn next<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    timeout(Duration::from_secs(1), rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}: a lost wake-up"))
+        .expect("the worker is alive")
+}
+
+/// A queue that handed out "in-flight" and was then paused, and the item held.
+async fn paused_holding_in_flight() -> (Queue<String>, String) {
+    let q = Queue::<String>::new();
+    q.add("in-flight".into());
+    let in_flight = get(&q, "the first get").await.expect("queued");
+    q.pause();
+    (q, in_flight)
+}
+
+/// `TestQueuePauseAndResume`, "Get blocks while paused and unblocks on Resume, Add and Done
+/// work while paused".
+#[tokio::test(start_paused = true)]
+async fn pause_blocks_get_until_resume_while_add_and_done_work() {
+    let (q, in_flight) = paused_holding_in_flight().await;
+    q.add("in-flight".into());
+    q.done(&in_flight);
+    q.add("queued-while-paused".into());
+    assert_eq!(q.len(), 2, "queue length while paused");
+    let mut got = worker(&q, 2);
+    nothing_within_50ms(&mut got, "while the queue was paused").await;
+    q.resume();
+    for want in ["in-flight", "queued-while-paused"] {
+        assert_eq!(next(&mut got, want).await.as_deref(), Some(want));
+    }
+    q.shut_down();
+}
+
+/// `TestQueuePauseAndResume`, "ShutDown unblocks a paused Get".
+#[tokio::test(start_paused = true)]
+async fn shut_down_unblocks_a_paused_get() {
+    let q = Queue::<String>::new();
+    q.add("item-1".into());
+    q.pause();
+    let mut got = worker(&q, 1);
+    nothing_within_50ms(&mut got, "before the shutdown of a paused queue").await;
+    q.shut_down();
+    assert_eq!(next(&mut got, "the shutdown").await, None);
+}
+
+/// `TestQueuePauseAndResume`, "ShutDownWithDrain on a paused queue waits for in-flight items
+/// and does not hand out queued ones".
+#[tokio::test(start_paused = true)]
+async fn a_drain_of_a_paused_queue_waits_for_held_items_and_hands_out_no_queued_one() {
+    let (q, in_flight) = paused_holding_in_flight().await;
+    q.add("queued-while-paused".into());
+    let mut got = worker(&q, 1);
+    let drained = tokio::spawn({
+        let q = q.clone();
+        async move { q.shut_down_with_drain().await }
+    });
+    assert_eq!(next(&mut got, "the worker told to stop").await, None);
+    tokio::time::sleep(50 * MS).await;
+    assert!(
+        !drained.is_finished(),
+        "the drain returned with an item in flight"
+    );
+    q.done(&in_flight);
+    timeout(Duration::from_secs(1), drained)
+        .await
+        .expect("the drain hung after the last done")
+        .expect("the drain task");
+}
+
+/// `TestQueuePauseAndResume`, "Resume wakes every worker blocked in Get".
+#[tokio::test(start_paused = true)]
+async fn resume_wakes_every_worker_blocked_in_get() {
+    let q = Queue::<String>::new();
+    let mut workers: Vec<_> = (0..3).map(|_| worker(&q, 1)).collect();
+    tokio::time::sleep(50 * MS).await;
+    q.pause();
+    for i in 0..3 {
+        q.add(format!("item-{i}"));
+    }
+    tokio::time::sleep(50 * MS).await;
+    q.resume();
+    for (i, w) in workers.iter_mut().enumerate() {
+        let got = next(w, &format!("worker {i} woken by resume")).await;
+        assert!(got.is_some(), "worker {i} got a shutdown");
+    }
+    q.shut_down();
+}
+
+/// `TestQueuePauseAndResume`, "rate limiting and delaying queues forward Pause and Resume"
+/// (and, for the delaying queue, the Pausable half of "… are Pausable only when the wrapped
+/// queue is": the port's wrappers always wrap its own queue, so the other half has no case).
+#[tokio::test(start_paused = true)]
+async fn rate_limiting_and_delaying_queues_forward_pause_and_resume() {
+    let rl = RateLimitingQueue::<String>::new(ItemExponentialFailureRateLimiter::new(MS, HANG));
+    let dl = DelayingQueue::<String>::new();
+    for q in [&**rl, &*dl] {
+        q.add("item".into());
+        q.pause();
+        let mut got = worker(q, 1);
+        nothing_within_50ms(&mut got, "while the wrapping queue was paused").await;
+        q.resume();
+        assert_eq!(
+            next(&mut got, "the get after resume").await.as_deref(),
+            Some("item")
+        );
+        q.shut_down();
+    }
+}

@@ -321,6 +321,7 @@ fn ch02_done_without_forget_day() {
             "client_go_v0.34_done_without_forget_day",
             "client_go_v0.36_done_without_forget_day",
             "client_go_v0.37_done_without_forget_day",
+            "client_go_v0.38_done_without_forget_day",
         ],
         lines(&table),
     );
@@ -364,6 +365,7 @@ fn ch01_contention_fixed_schedule() {
         "client_go_v0.34_contention",
         "client_go_v0.36_contention",
         "client_go_v0.37_contention",
+        "client_go_v0.38_contention",
     ] {
         compare::compare_until(name, "as fast as it can", port.clone());
     }
@@ -505,6 +507,7 @@ fn ch07_queue_items() {
             "client_go_v0.34_queue_items",
             "client_go_v0.36_queue_items",
             "client_go_v0.37_queue_items",
+            "client_go_v0.38_queue_items",
         ],
         lines(&edge::queue_items()),
     );

@@ -9,7 +9,7 @@ use super::{
     Delta, DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, KeyListerGetter, Object, PopError,
     RealFifo, RealFifoOptions, RealFifoOptionsError, ReflectorStoreError, Store,
 };
-use crate::features::{Feature, FeatureGates};
+use crate::features::{Feature, FeatureGates, V038_BATCHES};
 
 /// Which FIFO an informer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -39,6 +39,11 @@ pub struct FifoChoice {
     pub batch_process: bool,
     /// Whether the store reports its last sync resource version (`AtomicFIFO`).
     pub store_tracks_resource_version: bool,
+    /// client-go v0.38's batches (emulated 1.38 and later): the RealFIFO's batch may hold a
+    /// key more than once and no longer ends after a delta whose key fails; the informer
+    /// takes a delta's old object from the batch and skips a delta whose key fails; the store's
+    /// transaction applies only the last write of each key. Off up to 1.37 (client-go v0.37.2).
+    pub batches_repeat_keys: bool,
 }
 
 /// The FIFO an informer runs, for the gates given: upstream's `newQueueFIFO` plus the
@@ -51,6 +56,7 @@ pub struct FifoChoice {
 /// - RealFIFO pops in batches when `InOrderInformersBatchProcess` is on.
 pub fn select_fifo(gates: &FeatureGates) -> FifoChoice {
     let atomic_gate = gates.enabled(Feature::ATOMIC_FIFO);
+    let batches_repeat_keys = gates.emulated_version() >= V038_BATCHES;
     if !gates.enabled(Feature::IN_ORDER_INFORMERS) {
         return FifoChoice {
             kind: FifoKind::DeltaFifo,
@@ -61,6 +67,7 @@ pub fn select_fifo(gates: &FeatureGates) -> FifoChoice {
             known_objects: true,
             batch_process: false,
             store_tracks_resource_version: atomic_gate,
+            batches_repeat_keys,
         };
     }
     FifoChoice {
@@ -73,6 +80,7 @@ pub fn select_fifo(gates: &FeatureGates) -> FifoChoice {
         known_objects: !atomic_gate,
         batch_process: gates.enabled(Feature::IN_ORDER_INFORMERS_BATCH_PROCESS),
         store_tracks_resource_version: atomic_gate,
+        batches_repeat_keys,
     }
 }
 
@@ -123,6 +131,7 @@ impl FifoChoice {
                     atomic_events: self.atomic_events,
                     unlock_while_processing: self.unlock_while_processing,
                     emit_delta_type_bookmark: self.emit_bookmarks,
+                    batches_repeat_keys: self.batches_repeat_keys,
                     ..RealFifoOptions::default()
                 })
                 .unwrap_or_else(|e: RealFifoOptionsError| {

@@ -1,5 +1,6 @@
 //! RealFIFO: the in-order informer queue (default from Kubernetes 1.33). Follows client-go
-//! `tools/cache/the_real_fifo.go` at v0.37.2 (unchanged since v0.36).
+//! `tools/cache/the_real_fifo.go` at v0.37.2 (unchanged since v0.36), and v0.38.0-beta.0's
+//! `PopBatch` when asked ([`RealFifoOptions::batches_repeat_keys`]).
 //!
 //! ```text
 //!   items: [Added a1, Added b1, Updated a2, Updated b2, Updated a3]   one delta each, arrival order
@@ -14,8 +15,10 @@
 //! 1. `items` is in arrival order; nothing is ever reordered, merged or dropped before a Pop.
 //! 2. A batch never crosses the initial-list boundary: while `initial_population_count > 0`,
 //!    it holds only items at indices below it.
-//! 3. A batch holds each key at most once, only batchable types (or one non-batchable delta
-//!    alone), at most `batch_size` deltas, and ends after a delta whose key could not be made.
+//! 3. A batch holds only batchable types (or one non-batchable delta alone) and at most
+//!    `batch_size` deltas. Up to client-go v0.37 (the default) it also holds each key at most
+//!    once and ends after a delta whose key could not be made; with
+//!    [`RealFifoOptions::batches_repeat_keys`] (v0.38) it does neither, and computes no key.
 //! 4. Once synced, always synced.
 //!
 //! # Concurrency
@@ -27,6 +30,9 @@
 //! - No transformer, metrics or slow-Pop traces.
 //! - Invalid option combinations are a [`RealFifoOptionsError`], not a panic.
 //! - `batch_size` is an option (upstream: a private field, 1000, set directly by its tests).
+//! - When `resync` cannot queue a known object's Sync, it returns that failure, as v0.38
+//!   does; v0.37.2 wrapped an unrelated earlier error. Unreachable with a key function that
+//!   agrees with itself.
 
 use std::{
     collections::{HashSet, VecDeque},
@@ -64,6 +70,9 @@ pub struct RealFifoOptions<K> {
     pub emit_delta_type_bookmark: bool,
     /// The largest batch `pop_batch` hands out; default 1000 (upstream's `defaultBatchSize`).
     pub batch_size: usize,
+    /// client-go v0.38's `PopBatch`: a batch no longer ends at a key it already holds, nor
+    /// after a delta whose key fails (keeps I3). Default off: v0.37.2's rule.
+    pub batches_repeat_keys: bool,
 }
 
 impl<K> Default for RealFifoOptions<K> {
@@ -76,6 +85,7 @@ impl<K> Default for RealFifoOptions<K> {
             unlock_while_processing: false,
             emit_delta_type_bookmark: false,
             batch_size: DEFAULT_BATCH_SIZE,
+            batches_repeat_keys: false,
         }
     }
 }
@@ -112,6 +122,8 @@ pub struct Core<K> {
     unlock: bool,
     emit_bookmark: bool,
     batch_size: usize,
+    /// v0.38's batches: no key computed, repeats allowed (keeps I3).
+    repeat_keys: bool,
     /// False only in the deliberately broken variant
     /// ([`RealFifo::with_batches_across_the_initial_list`]).
     batches_stop_at_initial_list: bool,
@@ -278,6 +290,10 @@ impl<K: Object> Core<K> {
                 }
                 break;
             }
+            if self.repeat_keys {
+                n += 1; // v0.38: no key, so neither a repeat nor a key error ends the batch
+                continue;
+            }
             match key_of_object(&self.key_fn, &item.object) {
                 Err(_) => {
                     n += 1; // the broken delta is included and ends the batch
@@ -354,6 +370,7 @@ impl<K: Object> RealFifo<K> {
                 unlock: opts.unlock_while_processing,
                 emit_bookmark: opts.emit_delta_type_bookmark,
                 batch_size: opts.batch_size,
+                repeat_keys: opts.batches_repeat_keys,
                 batches_stop_at_initial_list: true,
             })),
             name: opts.name.into(),

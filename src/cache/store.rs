@@ -25,6 +25,10 @@
 //! - Index functions are infallible (`Fn(&K) -> Vec<String>`); upstream panics when one errors.
 //! - `list` and `list_keys` come out in key order, not Go's random map order (§10.11 of the
 //!   spec allows any order; a fixed one keeps snapshots stable).
+//! - Transactions follow client-go v0.37.2 (every write applied in order) unless the store is
+//!   built with [`Store::last_write_per_key`], v0.38.0-beta.0's rule. v0.38's shortcut that
+//!   skips an index update when the old and new values are equal lists is the port's rule on
+//!   both releases (v0.37 took it only for one value each); nothing observable differs.
 //! - `last_store_sync_resource_version` is reported only when the store was built with
 //!   [`Store::tracking_resource_version`] (upstream consults the `AtomicFIFO` gate inside the
 //!   store; here the caller decides, from [`crate::cache::select_fifo`]).
@@ -188,6 +192,8 @@ pub struct Store<K> {
     inner: Arc<RwLock<Inner<K>>>,
     key_func: KeyFunc<K>,
     track_rv: bool,
+    /// client-go v0.38's transactions: only the last write of a key is applied.
+    last_write_per_key: bool,
 }
 
 impl<K> Clone for Store<K> {
@@ -196,6 +202,7 @@ impl<K> Clone for Store<K> {
             inner: self.inner.clone(),
             key_func: self.key_func.clone(),
             track_rv: self.track_rv,
+            last_write_per_key: self.last_write_per_key,
         }
     }
 }
@@ -240,6 +247,7 @@ impl<K: Object> Store<K> {
             })),
             key_func,
             track_rv: false,
+            last_write_per_key: false,
         }
     }
 
@@ -247,6 +255,16 @@ impl<K: Object> Store<K> {
     /// only when `AtomicFIFO` is on; see [`crate::cache::FifoChoice::store_tracks_resource_version`]).
     pub fn tracking_resource_version(mut self, on: bool) -> Self {
         self.track_rv = on;
+        self
+    }
+
+    /// This store, applying in [`Store::apply_batch`] only the last write of a key that occurs
+    /// more than once, as client-go v0.38's `Transaction` does (the informer sets it from
+    /// [`crate::cache::FifoChoice::batches_repeat_keys`]). Off by default: v0.37.2 applies
+    /// every write in order. The contents afterwards are the same; the index functions are
+    /// called only for the writes applied.
+    pub fn last_write_per_key(mut self, on: bool) -> Self {
+        self.last_write_per_key = on;
         self
     }
 
@@ -345,7 +363,9 @@ impl<K: Object> Store<K> {
     /// Applies several writes under **one** write lock, in order (upstream's
     /// `TransactionStore.Transaction`, which the informer's batch processing uses): a reader
     /// sees either none of the batch or all of it. Every key is computed before the lock is
-    /// taken; a write whose key fails is skipped and the others still apply. The result has
+    /// taken; a write whose key fails is skipped and the others still apply. With
+    /// [`Store::last_write_per_key`] (client-go v0.38) an earlier write of a key the batch
+    /// writes again is skipped too (and reported `Ok`). The result has
     /// one entry per write, in order: upstream's `SuccessfulIndices` are the `Ok` ones.
     pub fn apply_batch(&self, writes: Vec<StoreWrite<K>>) -> Vec<Result<(), KeyError>> {
         let keyed: Vec<_> = writes
@@ -356,12 +376,34 @@ impl<K: Object> Store<K> {
                 StoreWrite::DeleteKey(k) => Ok((k, None, false)),
             })
             .collect();
+        // v0.38: the index of each key's last write; an earlier write of it is skipped.
+        let last: HashMap<&str, usize> = match self.last_write_per_key {
+            true => keyed
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| Some((w.as_ref().ok()?.0.as_str(), i)))
+                .collect(),
+            false => HashMap::new(),
+        };
+        let superseded: Vec<bool> = keyed
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                w.as_ref()
+                    .is_ok_and(|w| last.get(w.0.as_str()).is_some_and(|l| *l != i))
+            })
+            .collect();
+        drop(last);
         let mut replaced = Vec::with_capacity(keyed.len());
         let mut inner = self.inner.write();
         let results = keyed
             .into_iter()
-            .map(|w| {
+            .zip(superseded)
+            .map(|(w, superseded)| {
                 let (key, obj, upsert) = w?;
+                if superseded {
+                    return Ok(()); // a later write of this key in the batch stands for it
+                }
                 if let Some(o) = &obj {
                     Self::note_rv(&mut inner, o);
                 }

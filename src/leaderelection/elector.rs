@@ -68,6 +68,15 @@ pub struct LeaderElectionConfig {
     /// What this elector's wall clock reads when it is built (the times it writes into the
     /// record); `None`: the system's wall clock then. Set it to skew one replica's clock.
     pub wall_clock: Option<Timestamp>,
+    /// The client-go minor whose elector this one follows: 37 (default, client-go v0.37.2)
+    /// or 38 (v0.38.0-beta.0), chosen as the informer's is ([`FeatureGates::at_minor`]).
+    /// From 38, a release also checks the holder it has just read, and leaves a Lease that
+    /// another elector holds (on 37 it checks only the record it last observed, so after an
+    /// outage it can empty the new holder's Lease). The other v0.38 changes (`Recovery`, the
+    /// write gate) are not ported.
+    ///
+    /// [`FeatureGates::at_minor`]: crate::features::FeatureGates::at_minor
+    pub client_go_minor: u32,
 }
 
 impl Default for LeaderElectionConfig {
@@ -83,6 +92,7 @@ impl Default for LeaderElectionConfig {
             coordinated: false,
             seed: None,
             wall_clock: None,
+            client_go_minor: 37,
         }
     }
 }
@@ -475,8 +485,10 @@ impl<L: ResourceLock> LeaderElector<L> {
     }
 
     /// Gives the lease up if this elector holds it (`release`): within `renew_deadline`, reads
-    /// the record and, if it still observes itself as the holder, writes an empty holder with a
-    /// one-second lease, retrying on a conflict (keeps I5). True when it no longer holds it.
+    /// the record and, if it still observes itself as the holder (from client-go 1.38,
+    /// [`LeaderElectionConfig::client_go_minor`], and the record read names it too), writes an
+    /// empty holder with a one-second lease, retrying on a conflict (keeps I5). True when it no
+    /// longer holds it.
     pub async fn release(&self) -> bool {
         tokio::time::timeout(self.config.renew_deadline, self.try_release())
             .await
@@ -494,6 +506,9 @@ impl<L: ResourceLock> LeaderElector<L> {
             };
             if !self.is_leader() {
                 return true;
+            }
+            if self.config.client_go_minor >= 38 && old.holder_identity != self.lock.identity() {
+                return true; // v0.38: the Lease changed hands while this elector could not see
             }
             let record = self.observed.lock().released(&old, self.clock.now().1);
             match self.lock.update(record.clone()).await {

@@ -75,7 +75,8 @@
 //!    whether or not it ever led; the leader stops leading once no attempt has succeeded for
 //!    `renew_deadline` since the poll began.
 //! 5. A release writes over the lease only while this elector still observes itself as the
-//!    holder.
+//!    holder; from client-go 1.38 ([`LeaderElectionConfig::client_go_minor`]) also only
+//!    while the record it has just read names it.
 //!
 //! # Concurrency
 //! One task runs [`LeaderElector::run`]; its observed state sits behind a `parking_lot::Mutex`
@@ -84,6 +85,9 @@
 //! `on_new_leader` and `on_stopped_leading` run on the elector's task.
 //!
 //! # Differences from upstream
+//! - client-go v0.38.0-beta.0's release check is followed when
+//!   [`LeaderElectionConfig::client_go_minor`] is 38; its `Recovery` mode and write gate are
+//!   not ported (the list: [`crate::features`], "client-go v0.37.2 → v0.38.0-beta.0").
 //! - This is not a fence, exactly as upstream warns: a leader that stops running (a paused
 //!   process, a stalled node) keeps acting when it resumes until its renew loop gives up, up to
 //!   `renew_deadline` later, while another replica may already lead.

@@ -31,6 +31,9 @@
 //!
 //! # Differences from upstream
 //!
+//! - [`Queue::pause`] and [`Queue::resume`] are client-go v0.38's `Pause`/`Resume`, ported on
+//!   every release (they are new methods; nothing calls them unless asked). The delaying and
+//!   rate-limiting queues deref to the queue, so they are pausable too, as v0.38's are.
 //! - `get` is async; it returns `None` once shut down and drained (upstream: `shutdown=true`).
 //! - Wake-ups go through `tokio::sync::Notify` instead of a condition variable, and only when
 //!   a getter waits.
@@ -239,6 +242,22 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         }
         if wake_drain {
             self.shared.drained.notify_waiters();
+        }
+    }
+
+    /// Pauses the queue (client-go v0.38 `Pause`): `get` waits, even with items queued, until
+    /// [`resume`](Self::resume); `add` and `done` keep working. A shutdown while paused makes
+    /// every `get` return `None` at once, leaving the queued items unhanded.
+    pub fn pause(&self) {
+        self.lock().core.pause();
+    }
+
+    /// Resumes a paused queue (client-go v0.38 `Resume`), waking every waiting getter; does
+    /// nothing if the queue is not paused.
+    pub fn resume(&self) {
+        let was_paused = self.lock().core.resume();
+        if was_paused {
+            self.shared.getters.notify_waiters();
         }
     }
 

@@ -180,6 +180,8 @@ pub struct QueueCore<T> {
     hasher: DefaultHashBuilder,
     shutting_down: bool,
     drain: bool,
+    /// client-go v0.38's `Pause`: `get` hands nothing out while set.
+    paused: bool,
 }
 
 impl<T> Default for QueueCore<T> {
@@ -198,6 +200,7 @@ impl<T> QueueCore<T> {
             hasher: DefaultHashBuilder::default(),
             shutting_down: false,
             drain: false,
+            paused: false,
         }
     }
 
@@ -231,6 +234,18 @@ impl<T> QueueCore<T> {
     /// Whether a shut_down_with_drain is still waiting for processing items.
     pub fn draining(&self) -> bool {
         self.drain && self.shutting_down && !self.processing.is_empty()
+    }
+
+    /// Stops handing items out until [`resume`](Self::resume); adds and dones go on
+    /// (client-go v0.38 `Pause`).
+    pub fn pause(&mut self) {
+        self.paused = true;
+    }
+
+    /// Hands items out again; whether the queue was paused (then waiting getters must be
+    /// woken).
+    pub fn resume(&mut self) -> bool {
+        std::mem::replace(&mut self.paused, false)
     }
 
     /// Starts shutting down. `drain` is true for shut_down_with_drain; a later plain shut_down
@@ -313,6 +328,13 @@ impl<T: Eq + Hash> QueueCore<T> {
 
     /// Hands out the head of the queue, moving it from dirty to processing (keeps I1).
     pub fn get(&mut self) -> QueueGet<T> {
+        if self.paused {
+            // v0.38: a paused queue hands nothing out, not even while shutting down.
+            return match self.shutting_down {
+                true => QueueGet::ShutDown,
+                false => QueueGet::Empty,
+            };
+        }
         let Some((h, item)) = self.queue.pop_front() else {
             return if self.shutting_down {
                 QueueGet::ShutDown

@@ -223,6 +223,7 @@ pub fn options(config: Config, known: Option<Arc<KnownStore>>) -> RealFifoOption
         unlock_while_processing: config.unlock,
         emit_delta_type_bookmark: config.bookmarks,
         batch_size: config.batch_size,
+        batches_repeat_keys: false, // the model keeps v0.37.2's batches
     }
 }
 

@@ -12,23 +12,24 @@ use std::{
 use controlloop::{
     cache::{
         Delta, DeltaFifo, DeltaFifoOptions, DeltaObject, Deltas, Fifo, HandlerFuncs,
-        InformerOptions, ListOptions, ListPage, ListerWatcher, LwError, RealFifo,
+        InformerOptions, ListOptions, ListPage, ListerWatcher, LwError, RealFifo, RealFifoOptions,
         SharedIndexInformer, Store, WatchOptions, WatchStream,
     },
     fake::{FakeClientset, FakeListerWatcher},
+    features::FeatureGates,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 
-use crate::{SECOND, compare_each, paused, within};
+use crate::{SECOND, compare, compare_each, paused, within};
 
 // ---------------------------------------------------------------------------------------
 // DeltaFIFO and RealFIFO
 // ---------------------------------------------------------------------------------------
 
 /// A ConfigMap in `default` named `name`, with `data.v` when `v > 0`.
-fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
+pub(crate) fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -40,7 +41,7 @@ fn cm(name: &str, v: u32) -> Arc<ConfigMap> {
     })
 }
 
-fn obj_label(o: &ConfigMap) -> String {
+pub(crate) fn obj_label(o: &ConfigMap) -> String {
     let name = o.metadata.name.clone().unwrap_or_default();
     match o.data.as_ref().and_then(|d| d.get("v")) {
         Some(v) => format!("{name} v{v}"),
@@ -71,7 +72,7 @@ fn delta_label(d: &Delta<ConfigMap>) -> String {
     format!("{} {what}", d.delta_type)
 }
 
-fn deltas_label(ds: &[Delta<ConfigMap>]) -> String {
+pub(crate) fn deltas_label(ds: &[Delta<ConfigMap>]) -> String {
     format!(
         "[{}]",
         ds.iter().map(delta_label).collect::<Vec<_>>().join(", ")
@@ -88,7 +89,7 @@ fn drain_pops(f: &impl Fifo<ConfigMap>) -> Vec<String> {
 
 /// Pops batches until nothing is queued: each PopBatch, and whether it went to the batch or
 /// the single-item function.
-fn drain_batches(f: &RealFifo<ConfigMap>) -> Vec<String> {
+pub(crate) fn drain_batches(f: &RealFifo<ConfigMap>) -> Vec<String> {
     let mut pops = Vec::new();
     loop {
         let got = RefCell::new(String::new());
@@ -130,15 +131,17 @@ fn delta_fifo(known: Arc<Store<ConfigMap>>) -> DeltaFifo<ConfigMap> {
     })
 }
 
-fn print_pops(lines: &mut Vec<String>, fifo: &str, pops: Vec<String>) {
+pub(crate) fn print_pops(lines: &mut Vec<String>, fifo: &str, pops: Vec<String>) {
     lines.push(format!("{fifo}: {} pops", pops.len()));
     for (i, p) in pops.iter().enumerate() {
         lines.push(format!("  pop {}: {p}", i + 1));
     }
 }
 
-/// Runs `events` through each FIFO and drains it.
+/// Runs `events` through each FIFO and drains it; the atomic RealFIFO pops as client-go
+/// v0.38 does when `v038` (its batches may repeat a key).
 fn through_each_fifo(
+    v038: bool,
     known: impl Fn() -> Arc<Store<ConfigMap>>,
     events: impl Fn(&dyn Fn(Event)),
 ) -> Vec<String> {
@@ -149,7 +152,14 @@ fn through_each_fifo(
     let r = RealFifo::with_known_objects(known());
     events(&|e| e.apply(&r));
     print_pops(&mut lines, "RealFIFO Pop", drain_pops(&r));
-    let a = RealFifo::atomic();
+    let a = RealFifo::new(RealFifoOptions {
+        atomic_events: true,
+        unlock_while_processing: true,
+        emit_delta_type_bookmark: true,
+        batches_repeat_keys: v038,
+        ..RealFifoOptions::default()
+    })
+    .expect("the informer's atomic mode");
     events(&|e| e.apply(&a));
     print_pops(&mut lines, "atomic RealFIFO PopBatch", drain_batches(&a));
     lines
@@ -175,9 +185,9 @@ impl Event {
     }
 }
 
-#[test]
-fn fifo_interleave() {
-    let lines = through_each_fifo(
+fn fifo_interleave_lines(v038: bool) -> Vec<String> {
+    through_each_fifo(
+        v038,
         || indexer(&[]),
         |emit| {
             emit(Event::Add(cm("alpha", 1)));
@@ -187,37 +197,69 @@ fn fifo_interleave() {
             emit(Event::Update(cm("alpha", 3)));
             emit(Event::Delete(cm("beta", 2)));
         },
-    );
-    compare_each(
-        &["fifo_interleave", "client_go_v0.37_fifo_interleave"],
-        lines,
-    );
+    )
 }
 
-#[test]
-fn fifo_ghost_delete() {
-    let lines = through_each_fifo(|| indexer(&[]), |emit| emit(Event::Delete(cm("ghost", 0))));
-    compare_each(
-        &["fifo_ghost_delete", "client_go_v0.37_fifo_ghost_delete"],
-        lines,
-    );
+fn fifo_ghost_delete_lines(v038: bool) -> Vec<String> {
+    through_each_fifo(
+        v038,
+        || indexer(&[]),
+        |emit| emit(Event::Delete(cm("ghost", 0))),
+    )
 }
 
-#[test]
-fn fifo_replace_deletions() {
-    let lines = through_each_fifo(
+fn fifo_replace_deletions_lines(v038: bool) -> Vec<String> {
+    through_each_fifo(
+        v038,
         || indexer(&[cm("alpha", 1), cm("beta", 1), cm("gamma", 1)]),
         |emit| {
             emit(Event::Update(cm("beta", 2)));
             emit(Event::Replace(vec![cm("alpha", 5), cm("delta", 1)], "10"));
         },
+    )
+}
+
+#[test]
+fn fifo_interleave() {
+    compare_each(
+        &["fifo_interleave", "client_go_v0.37_fifo_interleave"],
+        fifo_interleave_lines(false),
     );
+}
+
+#[test]
+fn fifo_ghost_delete() {
+    compare_each(
+        &["fifo_ghost_delete", "client_go_v0.37_fifo_ghost_delete"],
+        fifo_ghost_delete_lines(false),
+    );
+}
+
+#[test]
+fn fifo_replace_deletions() {
     compare_each(
         &[
             "fifo_replace_deletions",
             "client_go_v0.37_fifo_replace_deletions",
         ],
-        lines,
+        fifo_replace_deletions_lines(false),
+    );
+}
+
+/// The same three scenarios with the atomic RealFIFO popping as client-go v0.38 does.
+#[test]
+fn fifo_scenarios_on_v0_38() {
+    compare(
+        "client_go_v0.38_fifo_interleave",
+        fifo_interleave_lines(true),
+    );
+    compare(
+        "client_go_v0.38_fifo_ghost_delete",
+        fifo_ghost_delete_lines(true),
+    );
+    compare(
+        "client_go_v0.38_fifo_replace_deletions",
+        fifo_replace_deletions_lines(true),
     );
 }
 
@@ -316,7 +358,27 @@ impl<K, L: ListerWatcher<K>> ListerWatcher<K> for Counting<L> {
 /// resync's delivery and the call counts right after it; here the clock is paused.
 #[test]
 fn informer_resync() {
-    let lines = paused(async {
+    compare_each(
+        &["informer_resync", "client_go_v0.37_informer_resync"],
+        informer_resync_lines(InformerOptions::new(SECOND)),
+    );
+}
+
+/// The same, with the informer at 1.38 (client-go v0.38).
+#[test]
+fn informer_resync_on_v0_38() {
+    let options = InformerOptions {
+        gates: FeatureGates::at_minor(38).expect("modelled"),
+        ..InformerOptions::new(SECOND)
+    };
+    compare(
+        "client_go_v0.38_informer_resync",
+        informer_resync_lines(options),
+    );
+}
+
+fn informer_resync_lines(options: InformerOptions) -> Vec<String> {
+    paused(async {
         let fake = FakeClientset::new();
         fake.create("default", &*cm("web", 1)).expect("create");
         let (lists, watches) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -325,10 +387,7 @@ fn informer_resync() {
             lists: lists.clone(),
             watches: watches.clone(),
         };
-        let informer = Arc::new(SharedIndexInformer::<ConfigMap, _>::new(
-            lw,
-            InformerOptions::new(SECOND),
-        ));
+        let informer = Arc::new(SharedIndexInformer::<ConfigMap, _>::new(lw, options));
         let (adds_tx, mut adds) = tokio::sync::mpsc::unbounded_channel();
         let (updates_tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
         informer
@@ -382,9 +441,5 @@ fn informer_resync() {
             .await
             .expect("informer task");
         lines
-    });
-    compare_each(
-        &["informer_resync", "client_go_v0.37_informer_resync"],
-        lines,
-    );
+    })
 }

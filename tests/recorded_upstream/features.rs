@@ -1,6 +1,6 @@
 //! The informer feature gates (client-go `features/known_features.go`).
 
-use controlloop::features::{Feature, FeatureGates, MAX_EMULATED, PreRelease};
+use controlloop::features::{Feature, FeatureGates, PreRelease};
 
 use crate::{compare, compare_each};
 
@@ -36,11 +36,20 @@ fn pre_release(p: PreRelease) -> &'static str {
 }
 
 /// Each gate's spec at each emulated minor, and what standalone client-go v0.37 enables
-/// (the port's newest minor, 1.37; v0.36's table is the same).
+/// (the port's default minor, 1.37; v0.36's table is the same).
 #[test]
 fn feature_gates() {
+    compare_each(
+        &["feature_gates", "client_go_v0.37_feature_gates"],
+        feature_gates_lines(37),
+    );
+}
+
+/// Each gate's spec at each emulated minor up to `newest`, and what standalone client-go
+/// enables at `newest`.
+fn feature_gates_lines(newest: u32) -> Vec<String> {
     let mut lines = Vec::new();
-    for minor in 32..=37 {
+    for minor in 32..=newest {
         let gates = FeatureGates::at_minor(minor).expect("a modelled minor");
         for f in MODELLED {
             let s = gates.spec(f).expect("a modelled gate");
@@ -53,7 +62,7 @@ fn feature_gates() {
             ));
         }
     }
-    let standalone = FeatureGates::at_minor(MAX_EMULATED.minor).expect("the pinned minor");
+    let standalone = FeatureGates::at_minor(newest).expect("the pinned minor");
     for f in MODELLED {
         lines.push(format!(
             "standalone {}: {}",
@@ -61,7 +70,12 @@ fn feature_gates() {
             on_off(standalone.enabled(f))
         ));
     }
-    compare_each(&["feature_gates", "client_go_v0.37_feature_gates"], lines);
+    lines
+}
+
+#[test]
+fn feature_gates_on_v0_38() {
+    compare("client_go_v0.38_feature_gates", feature_gates_lines(38));
 }
 
 /// Each client-go release's own table, newest spec per gate (what that release runs with

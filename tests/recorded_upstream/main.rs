@@ -13,6 +13,7 @@
 //! One module per area: [`workqueue`], [`cache`] (FIFOs, the fake clientset, resync),
 //! [`features`], [`controller`] (controller-runtime).
 
+mod batch;
 mod cache;
 mod controller;
 mod features;
@@ -25,7 +26,7 @@ mod compare_support;
 use std::time::Duration;
 
 pub use compare_support::{
-    body, compare, compare_each, compare_text, go_duration, paused, settle, within,
+    body, compare, compare_each, compare_text, compare_until, go_duration, paused, settle, within,
 };
 
 #[test]

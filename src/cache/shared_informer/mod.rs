@@ -53,7 +53,7 @@ use super::{
     Object, PopError, Store, StoreWrite, lister_watcher::ListerWatcher, reflector::Reflector,
     reflector::ReflectorOptions, reflector::ReflectorStore, select_fifo,
 };
-use crate::features::{Feature, FeatureGates, MAX_EMULATED};
+use crate::features::{DEFAULT_EMULATED, Feature, FeatureGates};
 
 mod handler;
 mod processor;
@@ -176,13 +176,14 @@ pub struct InformerOptions {
 }
 
 impl InformerOptions {
-    /// Default options at the pinned version (Kubernetes 1.37, the newest emulated minor:
-    /// client-go v0.37's gates, the same as v0.36's).
+    /// Default options at the pinned version (Kubernetes 1.37, client-go v0.37.2: its gates,
+    /// the same as v0.36's, and its batches). 1.38 is chosen through `gates`
+    /// ([`FeatureGates::at_minor`]`(38)`).
     pub fn new(resync_period: Duration) -> Self {
         Self {
             resync_period,
-            gates: FeatureGates::at_minor(MAX_EMULATED.minor)
-                .expect("the newest emulated minor is supported"),
+            gates: FeatureGates::new(DEFAULT_EMULATED)
+                .expect("the default emulated minor is supported"),
             type_name: "object".into(),
             reflector: ReflectorOptions::default(),
             handler_panic: HandlerPanic::Crash,
@@ -200,6 +201,10 @@ enum ProcessError {
     /// batch processing").
     #[error("Delta type {0} is not supported in batch processing")]
     NotBatchable(DeltaType),
+    /// client-go v0.38's batch: the key errors of the deltas it skipped, joined, in front of
+    /// the store's error if there was one.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Joined(Vec<String>),
 }
 
 /// Errors from handler registration.
@@ -248,7 +253,9 @@ where
         let choice = select_fifo(&options.gates);
         Self {
             lw: Arc::new(lw),
-            indexer: Store::new().tracking_resource_version(choice.store_tracks_resource_version),
+            indexer: Store::new()
+                .tracking_resource_version(choice.store_tracks_resource_version)
+                .last_write_per_key(choice.batches_repeat_keys),
             processor: Arc::new(SharedProcessor::new(options.handler_panic)),
             choice,
             lifecycle: Mutex::new(Lifecycle {
@@ -538,6 +545,9 @@ where
     /// the FIFO never batches the others (see [`DeltaType::is_batchable`]). After a failed
     /// write only the successful writes are notified, and the first error is returned.
     fn handle_batch(&self, batch: &[Delta<K>], initial: bool) -> Result<(), ProcessError> {
+        if self.choice.batches_repeat_keys {
+            return self.handle_batch_v038(batch, initial);
+        }
         let _blocked = self.block_deltas.lock();
         let mut writes = Vec::with_capacity(batch.len());
         let mut notes = Vec::with_capacity(batch.len());
@@ -548,25 +558,14 @@ where
                     DeltaObject::Object(obj),
                 ) => {
                     // A key error here fails the write below too, so it is never notified.
-                    notes.push(match self.indexer.get(obj).ok().flatten() {
-                        Some(old) => Notification::Update {
-                            old,
-                            new: obj.clone(),
-                        },
-                        None => Notification::Add {
-                            obj: obj.clone(),
-                            initial,
-                        },
-                    });
+                    let old = self.indexer.get(obj).ok().flatten();
+                    notes.push(upsert_notification(old, obj, initial));
                     writes.push(StoreWrite::Update(obj.clone()));
                 }
-                (DeltaType::Deleted, DeltaObject::Object(o)) => {
-                    notes.push(Notification::Delete(DeletedObject::Object(o.clone())));
-                    writes.push(StoreWrite::Delete(o.clone()));
-                }
-                (DeltaType::Deleted, DeltaObject::Tombstone(t)) => {
-                    notes.push(Notification::Delete(DeletedObject::Tombstone(t.clone())));
-                    writes.push(StoreWrite::DeleteKey(t.key.clone()));
+                (DeltaType::Deleted, o @ (DeltaObject::Object(_) | DeltaObject::Tombstone(_))) => {
+                    let (write, note) = deletion(o);
+                    writes.push(write);
+                    notes.push(note);
                 }
                 (t @ (DeltaType::ReplacedAll | DeltaType::SyncAll | DeltaType::Bookmark), _) => {
                     return Err(ProcessError::NotBatchable(t));
@@ -579,17 +578,68 @@ where
             .write_batch_then_notify(&self.indexer, &self.processor, writes, notes)?)
     }
 
+    /// client-go v0.38's `processDeltasInBatch`: a batch may hold a key more than once, so a
+    /// delta's old object is the object of the key's previous delta in the batch (the
+    /// store's only for its first; a key deleted earlier in the batch is absent, and its next
+    /// delta an add). A delta whose key fails is skipped, no write and no notification, and
+    /// the rest go on; the key errors are returned joined. The writes still all go under one
+    /// store lock before the first notification, so a handler may find a later state of its
+    /// own object in the cache.
+    fn handle_batch_v038(&self, batch: &[Delta<K>], initial: bool) -> Result<(), ProcessError> {
+        let _blocked = self.block_deltas.lock();
+        let mut in_batch: std::collections::HashMap<String, Option<Arc<K>>> =
+            std::collections::HashMap::with_capacity(batch.len());
+        let mut key_errors = Vec::new();
+        let mut writes = Vec::with_capacity(batch.len());
+        let mut notes = Vec::with_capacity(batch.len());
+        for d in batch {
+            let key = match &d.object {
+                DeltaObject::Object(o) => self.indexer.key_of(o),
+                DeltaObject::Tombstone(t) => Ok(t.key.clone()),
+                _ => return Err(ProcessError::NotBatchable(d.delta_type)),
+            };
+            let key = match key {
+                Ok(key) => key,
+                Err(e) => {
+                    key_errors.push(e.to_string());
+                    continue;
+                }
+            };
+            match (d.delta_type, &d.object) {
+                (
+                    DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated,
+                    DeltaObject::Object(obj),
+                ) => {
+                    let old = match in_batch.insert(key.clone(), Some(obj.clone())) {
+                        Some(previous) => previous,
+                        None => self.indexer.get_by_key(&key),
+                    };
+                    notes.push(upsert_notification(old, obj, initial));
+                    writes.push(StoreWrite::Update(obj.clone()));
+                }
+                (DeltaType::Deleted, o @ (DeltaObject::Object(_) | DeltaObject::Tombstone(_))) => {
+                    in_batch.insert(key, None);
+                    let (write, note) = deletion(o);
+                    writes.push(write);
+                    notes.push(note);
+                }
+                (t, _) => return Err(ProcessError::NotBatchable(t)),
+            }
+        }
+        let stored =
+            self.seam
+                .write_batch_then_notify(&self.indexer, &self.processor, writes, notes);
+        if let Err(e) = stored {
+            key_errors.push(e.to_string());
+        }
+        match key_errors.is_empty() {
+            true => Ok(()),
+            false => Err(ProcessError::Joined(key_errors)),
+        }
+    }
+
     fn upsert(&self, obj: Arc<K>, initial: bool) -> Result<(), super::KeyError> {
-        let n = match self.indexer.get(&obj)? {
-            Some(old) => Notification::Update {
-                old,
-                new: obj.clone(),
-            },
-            None => Notification::Add {
-                obj: obj.clone(),
-                initial,
-            },
-        };
+        let n = upsert_notification(self.indexer.get(&obj)?, &obj, initial);
         self.seam
             .write_then_notify(&self.indexer, &self.processor, StoreWrite::Update(obj), n)
     }
@@ -597,5 +647,34 @@ where
     /// A notification of a write already made (through the seam).
     fn notify(&self, n: Notification<K>) {
         self.seam.notify(&self.processor, n);
+    }
+}
+
+/// The notification of writing `obj` over `old`: an update, or an add when there was none.
+fn upsert_notification<K>(old: Option<Arc<K>>, obj: &Arc<K>, initial: bool) -> Notification<K> {
+    match old {
+        Some(old) => Notification::Update {
+            old,
+            new: obj.clone(),
+        },
+        None => Notification::Add {
+            obj: obj.clone(),
+            initial,
+        },
+    }
+}
+
+/// The store write and notification of a Deleted delta's object or tombstone.
+fn deletion<K>(o: &DeltaObject<K>) -> (StoreWrite<K>, Notification<K>) {
+    match o {
+        DeltaObject::Tombstone(t) => (
+            StoreWrite::DeleteKey(t.key.clone()),
+            Notification::Delete(DeletedObject::Tombstone(t.clone())),
+        ),
+        DeltaObject::Object(o) => (
+            StoreWrite::Delete(o.clone()),
+            Notification::Delete(DeletedObject::Object(o.clone())),
+        ),
+        _ => unreachable!("only a Deleted delta's object or tombstone is deleted"),
     }
 }

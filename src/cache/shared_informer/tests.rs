@@ -178,6 +178,25 @@ async fn a_stopped_informer_refuses_new_handlers() {
 /// and returns the handler's log plus, for each update of `a`, the rv of `b` the cache held
 /// when `a`'s handler ran.
 ///
+/// Pops until the FIFO is empty, letting the handler tasks run after each Pop; the number of
+/// Pops.
+async fn step_until_drained<L: ListerWatcher<ConfigMap>>(
+    informer: &SharedIndexInformer<ConfigMap, L>,
+    fifo: &InformerFifo<ConfigMap>,
+    minor: u32,
+) -> usize {
+    let mut pops = 0;
+    while let Some(r) = informer.try_process_next(fifo) {
+        r.unwrap_or_else(|e| panic!("at 1.{minor}: processing failed: {e}"));
+        pops += 1;
+        assert!(pops < 100, "at 1.{minor}: the FIFO never drains");
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+    pops
+}
+
 /// Technique: stepping with `try_process_next` instead of `run` fixes where the handler
 /// tasks get to run (between Pops), so what a handler reads is deterministic, not a race.
 async fn step_two_updates(minor: u32) -> (Vec<String>, Vec<String>) {
@@ -201,15 +220,7 @@ async fn step_two_updates(minor: u32) -> (Vec<String>, Vec<String>) {
         .unwrap();
     fifo.update(arc("a", "2")).unwrap();
     fifo.update(arc("b", "2")).unwrap();
-    let mut pops = 0;
-    while let Some(r) = informer.try_process_next(&fifo) {
-        r.unwrap_or_else(|e| panic!("at 1.{minor}: processing failed: {e}"));
-        pops += 1;
-        assert!(pops < 100, "at 1.{minor}: the FIFO never drains");
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    }
+    step_until_drained(&informer, &fifo, minor).await;
     let log = log.lock().clone();
     let seen = seen.lock().clone();
     (log, seen)
@@ -298,4 +309,48 @@ async fn batch_and_single_mode_deliver_the_same_events_in_the_same_order() {
         ]
     );
     assert_eq!(logs[0], logs[1], "1.34 (single) and 1.36 (batched) differ");
+}
+
+/// client-go v0.38's `processDeltasInBatch` (1.38): a batch may hold one object several times;
+/// each delta's old object is the previous delta of that key in the batch, and a key deleted
+/// earlier in the batch comes back as an add. At 1.37 the FIFO ends the batch at the repeat,
+/// and the same events come out one Pop each.
+#[tokio::test(start_paused = true)]
+async fn at_1_38_a_batch_repeating_a_key_takes_each_old_object_from_the_batch() {
+    for (minor, want_pops) in [(37, 4), (38, 1)] {
+        let lw = ScriptedListerWatcher::<ConfigMap>::new().without_watch_list();
+        let informer = Arc::new(SharedIndexInformer::new(lw, options(minor, Duration::ZERO)));
+        let olds = Arc::new(Mutex::new(vec![]));
+        let o = olds.clone();
+        let (h, log) = recorder();
+        informer.add_event_handler(h).unwrap();
+        let probe = HandlerFuncs::new().on_update(move |old: Arc<ConfigMap>, _| {
+            o.lock()
+                .push(old.metadata.resource_version.clone().unwrap());
+        });
+        informer.add_event_handler(probe).unwrap();
+        informer.processor.start_listeners();
+        let fifo = informer.fifo_choice().build("cm", informer.indexer());
+        let arc = |name, rv| Arc::new(cm(name, rv));
+        fifo.replace(vec![arc("a", "1")], "1").unwrap();
+        assert!(
+            informer.try_process_next(&fifo).is_some(),
+            "the initial list"
+        );
+        fifo.update(arc("a", "2")).unwrap();
+        fifo.update(arc("a", "3")).unwrap();
+        fifo.delete(arc("a", "3")).unwrap();
+        fifo.add(arc("a", "4")).unwrap();
+        let pops = step_until_drained(&informer, &fifo, minor).await;
+        assert_eq!(pops, want_pops, "at 1.{minor}: Pops after the initial list");
+        assert_eq!(*olds.lock(), ["1", "2"], "at 1.{minor}: old objects");
+        let log = log.lock().clone();
+        assert_eq!(
+            log[log.len() - 4..],
+            ["update a", "update a", "delete a", "add a initial=false"],
+            "at 1.{minor}"
+        );
+        let a = informer.indexer().get_by_key("ns/a").expect("a is cached");
+        assert_eq!(a.metadata.resource_version.as_deref(), Some("4"));
+    }
 }
