@@ -470,8 +470,8 @@ fn run_burst(args: &BurstArgs) -> anyhow::Result<()> {
     print!("{}", Table(&reports));
     println!(
         "\nthe essay (client-go, fake clientset): {} writes x {} ms x {} ms -> about \
-         {ESSAY_RECONCILES} reconciles; reconciles ~ span / cost + 1. Not comparable with the \
-         runs above: the essay's writes went into a fake clientset, with no HTTP path.",
+         {ESSAY_RECONCILES} reconciles (its formula: reconciles ~ span / cost). Not comparable \
+         with the runs above: the essay's writes went into a fake clientset, with no HTTP path.",
         ESSAY.writes,
         ESSAY.gap.as_millis(),
         ESSAY.cost.as_millis()

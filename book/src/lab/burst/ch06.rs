@@ -271,6 +271,227 @@ pub const ESSAY_COST_ROWS: [u64; 7] = [200, 200, 90, 46, 24, 11, 6];
 pub const ESSAY_WRITE_ROWS: [u64; 4] = [13, 24, 48, 91];
 /// The essay's gap sweep, reconciles per gap of [`sweeps::GAPS_MS`].
 pub const ESSAY_GAP_ROWS: [u64; 4] = [13, 24, 58, 106];
+/// The values the essay's reconciles read, in order, as it prints them.
+pub const ESSAY_OBSERVED: &str = "[1 10 19 … 200]";
+/// How many of the storm's 200 intermediate values the essay's reconciles never read.
+pub const ESSAY_NEVER_OBSERVED: u64 = 176;
+
+/// What produced a column's figures: the controller's code, the cluster it wrote to and
+/// heard from, and the clock. A figure is compared with the essay's only where the harness is
+/// the essay's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Harness {
+    /// The column, as the table heads it.
+    pub column: &'static str,
+    /// The column, in a verdict.
+    pub short: &'static str,
+    /// The controller's code.
+    pub controller: &'static str,
+    /// What the writes went into, and the events came out of.
+    pub cluster: &'static str,
+    /// The clock the storm ran on.
+    pub clock: &'static str,
+}
+
+impl Harness {
+    /// The parts of the harness `self` and `other` do not share: "code", "cluster", "clock".
+    fn differences(&self, other: &Harness) -> Vec<&'static str> {
+        [
+            ("code", self.controller, other.controller),
+            ("cluster", self.cluster, other.cluster),
+            ("clock", self.clock, other.clock),
+        ]
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(what, _, _)| what)
+        .collect()
+    }
+
+    /// Whether `self` ran the same code, on the same cluster, on the same clock as `other`.
+    fn same_as(&self, other: &Harness) -> bool {
+        self.differences(other).is_empty()
+    }
+}
+
+/// The essay's harness, as it describes its run.
+pub const ESSAY_HARNESS: Harness = Harness {
+    column: "the essay",
+    short: "the essay's",
+    controller: "client-go",
+    cluster: "client-go's fake clientset",
+    clock: "Go's real clock",
+};
+/// The harness of each column the essay table holds against the essay, in column order.
+pub const COLUMN_HARNESSES: [Harness; 3] = [
+    Harness {
+        column: "client-go v0.37.2, virtual clock (recorded)",
+        short: "the recording's",
+        controller: "client-go",
+        cluster: "client-go's fake clientset",
+        clock: "Go's virtual clock (synctest)",
+    },
+    Harness {
+        column: "this port, virtual clock",
+        short: "this port's under virtual time",
+        controller: "this crate",
+        cluster: "the embedded server, in process",
+        clock: "tokio's paused clock",
+    },
+    Harness {
+        column: "this port, real clock",
+        short: "this port's under the real clock",
+        controller: "this crate",
+        cluster: "the embedded server, over HTTP",
+        clock: "the real clock",
+    },
+];
+
+/// The verdict on one row: "matches" or "does not match" where a column ran the essay's
+/// harness; otherwise "not comparable", with what differs in the nearest column's harness (the
+/// one sharing most of the essay's), and whether the virtual-clock columns happen to give the
+/// essay's figure all the same.
+pub fn essay_verdict(essay: &str, cells: [&str; 3]) -> String {
+    let same = COLUMN_HARNESSES
+        .iter()
+        .zip(cells)
+        .find(|(h, _)| h.same_as(&ESSAY_HARNESS));
+    if let Some((_, cell)) = same {
+        return if cell == essay {
+            "matches"
+        } else {
+            "does not match"
+        }
+        .into();
+    }
+    let nearest = COLUMN_HARNESSES
+        .iter()
+        .min_by_key(|h| h.differences(&ESSAY_HARNESS).len())
+        .expect("three columns");
+    let mut v = format!(
+        "not comparable: the nearest harness ({}) differs in its {}",
+        nearest.short,
+        nearest.differences(&ESSAY_HARNESS).join(", ")
+    );
+    if cells[..2].iter().all(|c| *c == essay) {
+        v.push_str("; both virtual-clock columns give the essay's figure");
+    }
+    v
+}
+
+/// One row of the law computed on a source's own figures: the storm, its span, what the law
+/// predicts, the count the source reports, and the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LawRow {
+    /// Whose figures.
+    pub source: String,
+    /// The reconcile's cost, in ms.
+    pub cost_ms: u64,
+    /// The span of the writes, in ms.
+    pub span_ms: f64,
+    /// `min(writes, span / cost + 1)`.
+    pub predicted: f64,
+    /// The count the source reports.
+    pub reconciles: u64,
+}
+
+impl LawRow {
+    /// `reconciles / predicted`, to 0.001.
+    pub fn ratio(&self) -> f64 {
+        (self.reconciles as f64 / self.predicted * 1000.0).round() / 1000.0
+    }
+
+    /// "matches" where the ratio lies in the law's band ([`bands::REAL_RECONCILE_RATIO`], the
+    /// band the book checks its own real-clock storms against), "does not match" otherwise.
+    pub fn verdict(&self) -> &'static str {
+        if bands::REAL_RECONCILE_RATIO.contains(self.ratio()) {
+            "matches"
+        } else {
+            "does not match"
+        }
+    }
+}
+
+// book: ch06_essay_law
+/// The book's law on the essay's own figures: its one span (458 ms, given for its storm) and
+/// its cost sweep, which changes only the reconciler's cost, so every row keeps that span.
+pub fn essay_law() -> Vec<LawRow> {
+    let writes = ESSAY.writes as f64;
+    let span = ESSAY_SPAN_MS as f64;
+    let mut rows = vec![];
+    for (&cost, &reconciles) in sweeps::COSTS_MS.iter().zip(&ESSAY_COST_ROWS) {
+        let predicted = match cost {
+            0 => writes, // no cost: nothing to wait behind, every write its own reconcile
+            _ => (span / cost as f64 + 1.0).min(writes),
+        };
+        rows.push(LawRow {
+            source: "the essay".into(),
+            cost_ms: cost,
+            span_ms: span,
+            predicted,
+            reconciles,
+        });
+    }
+    rows
+}
+// book: end ch06_essay_law
+
+/// The same law on one of this book's runs or recordings: `source`'s span, cost and count.
+pub fn law_row(source: &str, span_ms: f64, cost_ms: u64, writes: u64, reconciles: u64) -> LawRow {
+    LawRow {
+        source: source.into(),
+        cost_ms,
+        span_ms,
+        predicted: (span_ms / cost_ms as f64 + 1.0).min(writes as f64),
+        reconciles,
+    }
+}
+
+/// The rows as a Markdown table (snapshot `ch06_essay_law`), with the band the verdict uses.
+pub fn law_markdown(rows: &[LawRow]) -> String {
+    let mut t = format!(
+        "| whose figures | cost | span of the writes | min(writes, span / cost + 1) | reconciles | reconciles / prediction | verdict (band {}) |\n|---|---|---|---|---|---|---|\n",
+        bands::REAL_RECONCILE_RATIO
+    );
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "| {} | {} ms | {} ms | {:.2} | {} | {} | {} |",
+            r.source,
+            r.cost_ms,
+            r.span_ms,
+            r.predicted,
+            r.reconciles,
+            r.ratio(),
+            r.verdict()
+        );
+    }
+    t
+}
+
+/// The law on every source's own figures: the essay's cost sweep ([`essay_law`]), client-go's
+/// recorded storm (read from [`RECORDED_ESSAY`]) and `port`, this port's virtual run of the
+/// essay's storm. Snapshot `ch06_essay_law`.
+pub fn essay_law_table(port: &Report) -> String {
+    let rec = Recording::read(RECORDED_ESSAY);
+    let mut rows = essay_law();
+    rows.push(law_row(
+        "client-go v0.37.2, virtual clock (recorded)",
+        rec.number_after("span", "span"),
+        ESSAY.cost.as_millis() as u64,
+        ESSAY.writes,
+        rec.number_after("events heard", "reconciles") as u64,
+    ));
+    rows.push(law_row(
+        "this port, virtual clock",
+        super::report_millis(port.burst_span),
+        port.cost.as_millis() as u64,
+        port.writes_issued,
+        port.reconciles,
+    ));
+    let table = law_markdown(&rows);
+    snap::text("ch06_essay_law", table.clone());
+    table
+}
 
 /// The recording chapter 06's essay table reads client-go's figures from: client-go alone,
 /// at the release the crate follows.
@@ -354,10 +575,24 @@ fn essay_rows(
         },
         EssayRow {
             figure: "values the reconciles read, in order".into(),
-            essay: "—".into(),
+            essay: ESSAY_OBSERVED.into(),
             recorded: rec.after("observed, in order: ").to_owned(),
             port: values(essay),
             real: band_or("ends on the last".into(), &|r| values(r)),
+        },
+        EssayRow {
+            figure: format!("of the {} values written, never read", ESSAY.writes),
+            essay: ESSAY_NEVER_OBSERVED.to_string(),
+            recorded: rec
+                .after("never observed: ")
+                .split(' ')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            port: essay.never_observed.to_string(),
+            real: band_or("follows the count".into(), &|r| {
+                r.never_observed.to_string()
+            }),
         },
     ];
     let real_sweeps = real.map(|(_, s)| s);
@@ -400,14 +635,24 @@ fn essay_rows(
 
 /// The rows as a Markdown table under `header`'s last column.
 fn essay_markdown(rows: &[EssayRow], last: &str) -> String {
+    let [recorded, port, _] = COLUMN_HARNESSES.map(|h| h.column);
     let mut t = format!(
-        "| figure | the essay | client-go v0.37.2, virtual clock (recorded) | this port, virtual clock | {last} |\n|---|---|---|---|---|\n"
+        "| figure | the essay | {recorded} | {port} | {last} | verdict |\n|---|---|---|---|---|---|\n"
     );
     for r in rows {
+        let verdict = essay_verdict(&r.essay, [&r.recorded, &r.port, &r.real]);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {verdict} |",
             r.figure, r.essay, r.recorded, r.port, r.real
+        );
+    }
+    t.push('\n');
+    for h in std::iter::once(&ESSAY_HARNESS).chain(&COLUMN_HARNESSES) {
+        let _ = writeln!(
+            t,
+            "- {}: {}, on {}, {}.",
+            h.column, h.controller, h.cluster, h.clock
         );
     }
     t
@@ -457,6 +702,11 @@ pub fn ch06_virtual() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     snap::text("ch06_essay_vs_book", essay_table(&cost, &writes, &gap));
+    let storm = cost
+        .iter()
+        .find(|r| r.cost == ESSAY.cost)
+        .expect("the cost sweep holds the essay's storm");
+    essay_law_table(storm);
     below_gap_virtual();
     for v in [Variant::FirstPayload, Variant::ChannelOfKeys] {
         detector(v);

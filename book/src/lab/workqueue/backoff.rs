@@ -175,6 +175,14 @@ pub fn default_limiter(release: Release) -> (String, Vec<Duration>) {
     for n in [1, 2, 18, first_at_ceiling, 1000] {
         writeln!(table, "{n:>7}  {}", human(delays[n - 1])).unwrap();
     }
+    // How long a key that fails at once every time has waited when it first reaches the ceiling.
+    let waited: Duration = delays[..first_at_ceiling - 1].iter().sum();
+    writeln!(
+        table,
+        "waited before failure {first_at_ceiling}: {}",
+        human(waited)
+    )
+    .unwrap();
     (table, delays)
 }
 // book: end ch02_default_limiter

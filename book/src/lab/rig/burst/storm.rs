@@ -60,7 +60,7 @@ pub async fn level_storm(params: &Params) -> Result<Report, BurstError> {
     };
     // One worker, as in the essay; the one predicate keeps the storm's object only.
     let controller = Controller::builder("storm")
-        .release(params.release) // v0.24 unless a run says otherwise
+        .release(params.release) // v0.25 unless a run says otherwise
         .max_concurrent_reconciles(params.workers)
         .with_predicate(rig::Named(OBJECT))
         .build(&cluster.informer, reconcile)?;
