@@ -36,6 +36,34 @@ pub(crate) const GENERATED_SUFFIX_LEN: usize = 5;
 /// `(field, message)`: one cause of a 422 Invalid.
 pub(crate) type Cause = (&'static str, String);
 
+/// `(field, reason, message)`: one cause of a 422 Invalid with its own reason
+/// (`FieldValueForbidden`, `FieldValueInvalid`, …), as update rules mix them.
+pub(crate) type ReasonedCause = (&'static str, &'static str, String);
+
+/// `ValidateNoNewFinalizers`, for an object being deleted: `new` (its metadata) may lose
+/// finalizers of `old`, never gain one.
+pub(crate) fn no_new_finalizers(new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+    let old = old["finalizers"].as_array();
+    let mut added: Vec<&str> = new["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
+        .collect();
+    added.sort_unstable();
+    added.dedup();
+    if !added.is_empty() {
+        causes.push((
+            "metadata.finalizers",
+            "FieldValueForbidden",
+            format!(
+                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
+            ),
+        ));
+    }
+}
+
 fn is_dns1123_label_chars(part: &str) -> bool {
     !part.is_empty()
         && part

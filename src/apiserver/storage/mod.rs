@@ -698,6 +698,15 @@ impl Storage {
                 }
             }
         } else {
+            // `ValidateObjectMetaUpdate`, then the kind's own update rules, in upstream's order.
+            let mut causes = Vec::new();
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
+                validation::no_new_finalizers(&obj["metadata"], &cur_v["metadata"], &mut causes);
+            }
+            k.validate_update(&obj, &cur_v, &mut causes);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &causes));
+            }
             // Server-owned metadata comes from storage, whatever the body says.
             for f in [
                 "uid",
@@ -722,32 +731,6 @@ impl Storage {
                 }
             }
             k.prepare_for_update(&mut obj, &cur_v);
-            // `ValidateObjectMetaUpdate`: an object being deleted may lose finalizers, never
-            // gain one.
-            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
-                let old = cur_v["metadata"]["finalizers"].as_array();
-                let added: Vec<&str> = obj["metadata"]["finalizers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
-                    .collect();
-                if !added.is_empty() {
-                    return Err(ApiError::invalid_with_reason(
-                        k.group,
-                        k.kind,
-                        &name,
-                        "FieldValueForbidden",
-                        &[(
-                            "metadata.finalizers",
-                            format!(
-                                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
-                            ),
-                        )],
-                    ));
-                }
-            }
             if k.tracks_generation && spec_differs(&obj, &cur_v) {
                 let g = cur_v["metadata"]["generation"].as_i64().unwrap_or(0);
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));

@@ -423,6 +423,41 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "immutable_configmap",
+        on: On::Both,
+        what: "a ConfigMap created immutable: data, binaryData and immutable itself are 422",
+        run: |s| Box::pin(immutable_configmap(s)),
+        expect: &[
+            code("create immutable", 201),
+            field("change data", 422, "/details/causes/0/field", "\"data\""),
+            field(
+                "change data",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueForbidden\"",
+            ),
+            field(
+                "change data",
+                422,
+                "/details/causes/0/message",
+                "\"Forbidden: field is immutable when `immutable` is set\"",
+            ),
+            field(
+                "change binaryData",
+                422,
+                "/details/causes/0/field",
+                "\"binaryData\"",
+            ),
+            field(
+                "thaw and change data",
+                422,
+                "/details/causes",
+                IMMUTABLE_AND_DATA,
+            ),
+            field("change a label", 200, "/metadata/labels/l", "\"1\""),
+        ],
+    },
+    Scenario {
         name: "not_found",
         on: On::Both,
         what: "a missing object and a resource the server does not serve",
@@ -992,6 +1027,42 @@ async fn server_side_apply(s: &mut Session) -> Result<(), ConformanceError> {
     s.note("managers after force", managers(&forced));
     s.patch("apply without fieldManager", &a, Body::Apply, body("eve"))
         .await?;
+    Ok(())
+}
+
+/// The causes of an update that unfreezes an immutable ConfigMap and changes its data.
+const IMMUTABLE_AND_DATA: &str = r#"[
+    {"field": "immutable", "reason": "FieldValueForbidden",
+     "message": "Forbidden: field is immutable when `immutable` is set"},
+    {"field": "data", "reason": "FieldValueForbidden",
+     "message": "Forbidden: field is immutable when `immutable` is set"}]"#;
+
+async fn immutable_configmap(s: &mut Session) -> Result<(), ConformanceError> {
+    let f = format!("{CM}/f");
+    let mut body = cm("f", json!({"k": "v"}));
+    body["immutable"] = json!(true);
+    body["binaryData"] = json!({"b": "MQ=="});
+    let created = s.post("create immutable", CM, body).await?;
+    s.patch("change data", &f, Body::Merge, json!({"data": {"k": "w"}}))
+        .await?;
+    s.patch(
+        "change binaryData",
+        &f,
+        Body::Merge,
+        json!({"binaryData": {"b": "Mg=="}}),
+    )
+    .await?;
+    let mut thawed = created.clone();
+    thawed["immutable"] = json!(false);
+    thawed["data"] = json!({"k": "w"});
+    s.put("thaw and change data", &f, thawed).await?;
+    s.patch(
+        "change a label",
+        &f,
+        Body::Merge,
+        json!({"metadata": {"labels": {"l": "1"}}}),
+    )
+    .await?;
     Ok(())
 }
 

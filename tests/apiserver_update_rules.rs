@@ -1,0 +1,130 @@
+//! The rules kube-apiserver keeps on an update that a user's test relies on, each pinned
+//! against the embedded server in-process, under the paused clock: an immutable ConfigMap,
+//! the metadata only the server sets, owner references sent twice.
+
+mod apiserver_support;
+
+use apiserver_support::{send, within};
+use controlloop::apiserver::{Cluster, ServerOptions};
+use serde_json::{Value, json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+
+fn bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
+/// A client of a fresh cluster, in-process.
+fn client() -> kube::Client {
+    Cluster::new(ServerOptions::default()).in_process_client()
+}
+
+/// The `(field, reason, message)` of each cause of a 422.
+fn causes(status: &Value) -> Vec<(String, String, String)> {
+    status["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
+            (s("field"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_immutable_config_map_keeps_its_data_binary_data_and_immutability() {
+    let client = client();
+    let body = json!({"metadata": {"name": "frozen"}, "immutable": true,
+                      "data": {"k": "v"}, "binaryData": {"b": "MQ=="}});
+    let (code, created, _) = send(&client, "POST", CMS, JSON, bytes(&body)).await;
+    assert_eq!(code, 201, "{created}");
+    let forbidden = "Forbidden: field is immutable when `immutable` is set";
+    let at = format!("{CMS}/frozen");
+    // Each of the three fields, by update and by patch: 422 Invalid, one cause each,
+    // FieldValueForbidden, in upstream's order (immutable, data, binaryData).
+    let cases = [
+        (json!({"data": {"k": "w"}}), vec!["data"]),
+        (json!({"binaryData": {"b": "Mg=="}}), vec!["binaryData"]),
+        (json!({"immutable": false}), vec!["immutable"]),
+        (json!({"immutable": null}), vec!["immutable"]),
+        (
+            json!({"immutable": false, "data": null, "binaryData": null}),
+            vec!["immutable", "data", "binaryData"],
+        ),
+    ];
+    for (patch, fields) in cases {
+        let (code, status, _) = within(
+            "a patch of an immutable ConfigMap never answered",
+            send(&client, "PATCH", &at, MERGE, bytes(&patch)),
+        )
+        .await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{patch}"
+        );
+        let want: Vec<(String, String, String)> = fields
+            .iter()
+            .map(|f| {
+                (
+                    f.to_string(),
+                    "FieldValueForbidden".into(),
+                    forbidden.into(),
+                )
+            })
+            .collect();
+        assert_eq!(causes(&status), want, "{patch}");
+        let mut replaced = created.clone();
+        json_patch::merge(&mut replaced, &patch);
+        let (code, status, _) = send(&client, "PUT", &at, JSON, bytes(&replaced)).await;
+        assert_eq!(code, 422, "{patch}: {status}");
+        assert_eq!(causes(&status), want, "{patch}");
+    }
+    // What is not frozen still changes: metadata (a label), and the same data sent back.
+    let (code, labelled, _) = send(
+        &client,
+        "PATCH",
+        &at,
+        MERGE,
+        bytes(&json!({"metadata": {"labels": {"l": "1"}}, "data": {"k": "v"}})),
+    )
+    .await;
+    assert_eq!(code, 200, "{labelled}");
+    assert_eq!(labelled["data"], json!({"k": "v"}));
+    // An empty map is no map: a ConfigMap stored without data accepts `data: {}` sent back.
+    let body = json!({"metadata": {"name": "empty"}, "immutable": true});
+    assert_eq!(send(&client, "POST", CMS, JSON, bytes(&body)).await.0, 201);
+    let (code, status, _) = send(
+        &client,
+        "PATCH",
+        &format!("{CMS}/empty"),
+        MERGE,
+        bytes(&json!({"data": {}, "metadata": {"labels": {"l": "1"}}})),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    // A mutable ConfigMap may become immutable, and is then frozen.
+    let body = json!({"metadata": {"name": "thaw"}, "data": {"k": "v"}});
+    assert_eq!(send(&client, "POST", CMS, JSON, bytes(&body)).await.0, 201);
+    let thaw = format!("{CMS}/thaw");
+    let freeze = json!({"immutable": true, "data": {"k": "last"}});
+    assert_eq!(
+        send(&client, "PATCH", &thaw, MERGE, bytes(&freeze)).await.0,
+        200
+    );
+    let (code, status, _) = send(
+        &client,
+        "PATCH",
+        &thaw,
+        MERGE,
+        bytes(&json!({"data": {"k": "x"}})),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    // Deleting it is not an update: allowed.
+    let (code, status, _) = send(&client, "DELETE", &thaw, JSON, Vec::new()).await;
+    assert_eq!(code, 200, "{status}");
+}
