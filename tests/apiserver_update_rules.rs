@@ -128,3 +128,106 @@ async fn an_immutable_config_map_keeps_its_data_binary_data_and_immutability() {
     let (code, status, _) = send(&client, "DELETE", &thaw, JSON, Vec::new()).await;
     assert_eq!(code, 200, "{status}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_update_may_not_set_a_deletion_timestamp_the_object_lacks() {
+    let client = client();
+    let body = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+    let (code, created, _) = send(&client, "POST", CMS, JSON, bytes(&body)).await;
+    assert_eq!(code, 201, "{created}");
+    let at = format!("{CMS}/a");
+    let when = "2026-01-01T00:00:00Z";
+    // By patch and by update: 422, FieldValueInvalid on metadata.deletionTimestamp, the value
+    // sent named; nothing stored.
+    let patch = json!({"metadata": {"deletionTimestamp": when}});
+    let (code, status, _) = within(
+        "a patch setting deletionTimestamp never answered",
+        send(&client, "PATCH", &at, MERGE, bytes(&patch)),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
+    let want = vec![(
+        "metadata.deletionTimestamp".to_owned(),
+        "FieldValueInvalid".to_owned(),
+        format!("Invalid value: \"{when}\": field is immutable"),
+    )];
+    assert_eq!(causes(&status), want);
+    let mut replaced = created.clone();
+    replaced["metadata"]["deletionTimestamp"] = json!(when);
+    let (code, status, _) = send(&client, "PUT", &at, JSON, bytes(&replaced)).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(causes(&status), want);
+    // The grace period likewise.
+    let patch = json!({"metadata": {"deletionGracePeriodSeconds": 30}});
+    let (code, status, _) = send(&client, "PATCH", &at, MERGE, bytes(&patch)).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        causes(&status)[0].2,
+        "Invalid value: 30: field is immutable",
+        "{status}"
+    );
+    let (_, now, _) = send(&client, "GET", &at, JSON, Vec::new()).await;
+    assert_eq!(
+        now["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    assert!(now["metadata"]["deletionTimestamp"].is_null(), "{now}");
+    // An object being deleted keeps the timestamp it has, whatever the body says (and an
+    // update that omits it is no change to it).
+    let body = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    assert_eq!(send(&client, "POST", CMS, JSON, bytes(&body)).await.0, 201);
+    let held = format!("{CMS}/held");
+    assert_eq!(
+        send(&client, "DELETE", &held, JSON, Vec::new()).await.0,
+        200
+    );
+    let (_, marked, _) = send(&client, "GET", &held, JSON, Vec::new()).await;
+    let stamp = marked["metadata"]["deletionTimestamp"].clone();
+    assert!(stamp.is_string(), "{marked}");
+    let patch = json!({"metadata": {"deletionTimestamp": when, "labels": {"l": "1"}}});
+    let (code, kept, _) = send(&client, "PATCH", &held, MERGE, bytes(&patch)).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["metadata"]["deletionTimestamp"], stamp);
+}
+
+#[tokio::test(start_paused = true)]
+async fn owner_references_sent_twice_are_stored_once() {
+    let client = client();
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                       "uid": "00000000-0000-4000-8000-000000000001"});
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "p",
+                       "uid": "00000000-0000-4000-8000-000000000001", "controller": true});
+    // The same reference twice, and a second one with the same uid that differs: the
+    // identical copy goes, the different one stays (upstream compares whole references).
+    let body = json!({"metadata": {"name": "a", "ownerReferences": [owner, owner, other]}});
+    let (code, created, _) = within(
+        "a create with duplicate owners never answered",
+        send(&client, "POST", CMS, JSON, bytes(&body)),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["metadata"]["ownerReferences"],
+        json!([owner, other])
+    );
+    let (code, patched, _) = send(
+        &client,
+        "PATCH",
+        &format!("{CMS}/a"),
+        MERGE,
+        bytes(&json!({"metadata": {"ownerReferences": [other, other]}})),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["ownerReferences"], json!([other]));
+    let mut replaced = patched.clone();
+    replaced["metadata"]["ownerReferences"] = json!([owner, owner]);
+    let (code, updated, _) =
+        send(&client, "PUT", &format!("{CMS}/a"), JSON, bytes(&replaced)).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["metadata"]["ownerReferences"], json!([owner]));
+}

@@ -275,13 +275,14 @@ impl Kind {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let value = (self.round_trip)(Value::Object(map)).map_err(|e| {
+        let mut value = (self.round_trip)(Value::Object(map)).map_err(|e| {
             if self.decode_error_is_invalid {
                 ApiError::invalid(self.group, self.kind, &name, &[("body", e)])
             } else {
                 ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
             }
         })?;
+        validation::dedup_owner_references(&mut value["metadata"]);
         self.validate(&name, &value, path_name.is_none())?;
         Ok(value)
     }

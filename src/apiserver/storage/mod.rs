@@ -703,18 +703,13 @@ impl Storage {
             if !cur_v["metadata"]["deletionTimestamp"].is_null() {
                 validation::no_new_finalizers(&obj["metadata"], &cur_v["metadata"], &mut causes);
             }
+            validation::deletion_fields_kept(&mut obj["metadata"], &cur_v["metadata"], &mut causes);
             k.validate_update(&obj, &cur_v, &mut causes);
             if !causes.is_empty() {
                 return Err(ApiError::invalid_causes(k.group, k.kind, &name, &causes));
             }
             // Server-owned metadata comes from storage, whatever the body says.
-            for f in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ] {
+            for f in ["uid", "creationTimestamp", "generation"] {
                 match cur_v["metadata"].get(f) {
                     Some(v) => obj["metadata"][f] = v.clone(),
                     None => {

@@ -458,6 +458,40 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "server_set_metadata",
+        on: On::Both,
+        what: "an update setting deletionTimestamp is 422; an owner reference sent twice is kept once",
+        run: |s| Box::pin(server_set_metadata(s)),
+        expect: &[
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/field",
+                "\"metadata.deletionTimestamp\"",
+            ),
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueInvalid\"",
+            ),
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/message",
+                "\"Invalid value: \\\"2026-01-01T00:00:00Z\\\": field is immutable\"",
+            ),
+            field("get after", 200, "/metadata/deletionTimestamp", "null"),
+            field(
+                "create with an owner twice",
+                201,
+                "/metadata/ownerReferences/0/name",
+                "\"o\"",
+            ),
+            field("owner references stored", 0, "", "1"),
+        ],
+    },
+    Scenario {
         name: "not_found",
         on: On::Both,
         what: "a missing object and a resource the server does not serve",
@@ -1063,6 +1097,29 @@ async fn immutable_configmap(s: &mut Session) -> Result<(), ConformanceError> {
         json!({"metadata": {"labels": {"l": "1"}}}),
     )
     .await?;
+    Ok(())
+}
+
+async fn server_set_metadata(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    s.patch(
+        "set deletionTimestamp",
+        &a,
+        Body::Merge,
+        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+    )
+    .await?;
+    s.get("get after", &a).await?;
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                       "uid": "00000000-0000-4000-8000-000000000001"});
+    let mut body = cm("b", json!({}));
+    body["metadata"]["ownerReferences"] = json!([owner, owner]);
+    let created = s.post("create with an owner twice", CM, body).await?;
+    let n = created["metadata"]["ownerReferences"]
+        .as_array()
+        .map_or(0, Vec::len);
+    s.note("owner references stored", json!(n));
     Ok(())
 }
 
