@@ -231,3 +231,144 @@ async fn owner_references_sent_twice_are_stored_once() {
     assert_eq!(code, 200, "{updated}");
     assert_eq!(updated["metadata"]["ownerReferences"], json!([owner]));
 }
+
+#[tokio::test(start_paused = true)]
+async fn delete_collection_deletes_the_selected_objects_one_by_one() {
+    use apiserver_support::{next_event, open_watch};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, DeleteParams, ListParams, WatchParams};
+    let client = client();
+    for (name, app, finalizer) in [
+        ("a", "web", false),
+        ("b", "web", false),
+        ("c", "db", false),
+        ("f", "web", true),
+    ] {
+        let mut body = json!({"metadata": {"name": name, "labels": {"app": app}}});
+        if finalizer {
+            body["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        }
+        assert_eq!(send(&client, "POST", CMS, JSON, bytes(&body)).await.0, 201);
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = open_watch(&api, &WatchParams::default(), &rv).await;
+    // A dry run lists them and deletes nothing.
+    let dry = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let web = ListParams::default().labels("app=web");
+    within(
+        "a dry-run deletecollection never answered",
+        api.delete_collection(&dry, &web),
+    )
+    .await
+    .unwrap()
+    .left()
+    .expect("a list of what would go");
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        4
+    );
+    // The answer is the list as it was read: the three selected objects, before deletion.
+    let listed = within(
+        "deletecollection never answered",
+        api.delete_collection(&DeleteParams::default(), &web),
+    )
+    .await
+    .unwrap()
+    .left()
+    .expect("a list, as kube-apiserver answers");
+    let names: Vec<_> = listed
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "f"]);
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|c| c.metadata.deletion_timestamp.is_none())
+    );
+    // One event per object, in order: a watcher sees each go (and the held one marked).
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (ty, name, _) =
+            next_event(&mut events, "deletecollection sent no event for an object").await;
+        seen.push((ty, name));
+    }
+    let want = [("DELETED", "a"), ("DELETED", "b"), ("MODIFIED", "f")];
+    assert_eq!(seen, want.map(|(t, n)| (t.to_owned(), n.to_owned())));
+    let left: Vec<_> = api.list(&ListParams::default()).await.unwrap().items;
+    let left: Vec<_> = left
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(left, ["c", "f"]);
+    // With a limit, one page goes, and the answer carries the continue token.
+    for name in ["p1", "p2"] {
+        let body = json!({"metadata": {"name": name, "labels": {"page": "x"}}});
+        assert_eq!(send(&client, "POST", CMS, JSON, bytes(&body)).await.0, 201);
+    }
+    let (code, page, _) = send(
+        &client,
+        "DELETE",
+        &format!("{CMS}?labelSelector=page%3Dx&limit=1"),
+        JSON,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+    assert!(page["metadata"]["continue"].is_string(), "{page}");
+    let (_, rest, _) = send(
+        &client,
+        "GET",
+        &format!("{CMS}?labelSelector=page%3Dx"),
+        JSON,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(rest["items"][0]["metadata"]["name"], "p2", "{rest}");
+    // Only inside a namespace: across namespaces, and on namespaces, it is 405 as upstream.
+    for path in ["/api/v1/configmaps", "/api/v1/namespaces"] {
+        let (code, status, _) = send(&client, "DELETE", path, JSON, Vec::new()).await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (405, Some("MethodNotAllowed")),
+            "{path}"
+        );
+        assert_eq!(status["details"], json!({}), "{path}");
+    }
+    // Bad options are refused before anything is deleted.
+    let (code, status, _) = send(
+        &client,
+        "DELETE",
+        &format!("{CMS}?labelSelector=%3D%3D"),
+        JSON,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    let (code, status, _) = send(
+        &client,
+        "DELETE",
+        CMS,
+        JSON,
+        bytes(&json!({"propagationPolicy": "Sometimes"})),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        3
+    );
+}

@@ -71,13 +71,15 @@ impl ApiError {
         )
     }
 
-    /// 405 for a verb the resource does not support.
+    /// 405 for a verb the resource does not support, with empty details as upstream sends.
     pub fn method_not_allowed(method: &str, what: &str) -> Self {
-        Self::new(
+        let mut e = Self::new(
             405,
             "MethodNotAllowed",
             format!("{method} is not supported on {what}"),
-        )
+        );
+        e.details = Some(json!({}));
+        e
     }
 
     /// 403 Forbidden: a rule forbids the request (an admission plugin's refusal).

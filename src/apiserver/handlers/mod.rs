@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! /api/v1/configmaps                                   list, watch (all namespaces)
-//! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create | get, update, patch, delete
+//! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create, deletecollection | get, update, patch, delete
 //! /apis/lab.controlloop.dev/v1/widgets                 list, watch (all namespaces)
 //! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
 //! ```
@@ -360,8 +360,61 @@ async fn dispatch(
             });
             Ok(json_response(code, status.to_string()))
         }
+        // `deletecollection`, on a namespaced kind inside one namespace (upstream serves it
+        // nowhere else: 405 there).
+        (&Method::DELETE, Some(ns), None) if k.namespaced => {
+            let body = read_body(cluster, req).await?;
+            let (pre, _, body_dry_run) = delete_options(&body, &q)?;
+            delete_collection(cluster, t.kind, ns, &q, &pre, dry_run || body_dry_run).await
+        }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
+}
+
+/// `deletecollection` (`endpoints/handlers/delete.go`, the registry's `DeleteCollection`):
+/// the objects the list options select are listed as a list with the same query would answer
+/// them, then deleted one by one, each its own write with its own DELETED event (or, for one
+/// with finalizers, its mark); one already gone is skipped. The answer is the list as it was
+/// read. With `limit`, only that page is deleted, and the answer carries its continue token.
+///
+/// The listed page is held in memory whole, as upstream holds it: at most what storage holds
+/// (storage I5).
+async fn delete_collection(
+    cluster: &Cluster,
+    kind: usize,
+    ns: &str,
+    q: &HashMap<String, String>,
+    pre: &Preconditions,
+    dry_run: bool,
+) -> Result<Response, ApiError> {
+    let listed = list(cluster, kind, Some(ns), q).await?;
+    let body = listed
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::timeout(format!("the objects to delete could not be listed: {e}")))?
+        .to_bytes();
+    let page: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::internal_error(format!("the list to delete is not JSON: {e}")))?;
+    let now = cluster.now();
+    for item in page["items"].as_array().into_iter().flatten() {
+        let Some(name) = item["metadata"]["name"].as_str() else {
+            continue;
+        };
+        let done = cluster.write(|st| {
+            if dry_run {
+                st.dry_run(|st| st.delete(kind, ns, name, pre, now))
+            } else {
+                st.delete(kind, ns, name, pre, now)
+            }
+        });
+        match done {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {} // deleted meanwhile: upstream skips it too
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, body))
 }
 
 /// The first pause after a patch found the object changed under it; it doubles with every

@@ -135,6 +135,11 @@ fn widget(kind: &str, name: &str, replicas: i64) -> Value {
            "spec": {"replicas": replicas}})
 }
 
+/// A ConfigMap `name` with `labels` and no data.
+fn labelled(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}})
+}
+
 /// A resourceVersion as a number (0 if it is not one).
 pub fn number(rv: &str) -> u64 {
     rv.parse().unwrap_or(0)
@@ -492,6 +497,21 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "delete_collection",
+        on: On::Both,
+        what: "DELETE on a collection with a label selector: the matching objects, one by one",
+        run: |s| Box::pin(delete_collection(s)),
+        expect: &[
+            field("delete collection", 200, "/kind", "\"ConfigMapList\""),
+            field("delete collection", 200, "/items/0/metadata/name", "\"a\""),
+            field("deleted", 0, "", "2"),
+            field("list after", 200, "/items/0/metadata/name", "\"c\""),
+            field("watch the deletes", 200, "/0/type", "\"DELETED\""),
+            field("watch the deletes", 200, "/1/object/metadata/name", "\"b\""),
+            code("delete collection in every namespace", 405),
+        ],
+    },
+    Scenario {
         name: "not_found",
         on: On::Both,
         what: "a missing object and a resource the server does not serve",
@@ -767,10 +787,6 @@ async fn pagination(s: &mut Session) -> Result<(), ConformanceError> {
 }
 
 async fn selectors(s: &mut Session) -> Result<(), ConformanceError> {
-    let labelled = |name: &str, labels: Value| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "labels": labels}})
-    };
     s.post(
         "create a",
         CM,
@@ -1120,6 +1136,41 @@ async fn server_set_metadata(s: &mut Session) -> Result<(), ConformanceError> {
         .as_array()
         .map_or(0, Vec::len);
     s.note("owner references stored", json!(n));
+    Ok(())
+}
+
+async fn delete_collection(s: &mut Session) -> Result<(), ConformanceError> {
+    s.post("create a", CM, labelled("a", json!({"app": "web"})))
+        .await?;
+    s.post("create b", CM, labelled("b", json!({"app": "web"})))
+        .await?;
+    let c = s
+        .post("create c", CM, labelled("c", json!({"app": "db"})))
+        .await?;
+    let before = rv(s, "create c", &c)?;
+    let answer = s
+        .delete(
+            "delete collection",
+            &format!("{CM}?labelSelector=app%3Dweb"),
+            None,
+        )
+        .await?;
+    let n = answer["items"].as_array().map_or(0, Vec::len);
+    s.note("deleted", json!(n));
+    s.get("list after", CM).await?;
+    s.watch(
+        "watch the deletes",
+        &format!("{CM}?watch=true&resourceVersion={before}"),
+        Until::Events(2),
+        WATCH,
+    )
+    .await?;
+    s.delete(
+        "delete collection in every namespace",
+        "/api/v1/configmaps?labelSelector=app%3Dnone",
+        None,
+    )
+    .await?;
     Ok(())
 }
 
