@@ -372,3 +372,70 @@ async fn delete_collection_deletes_the_selected_objects_one_by_one() {
         3
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_create_in_a_terminating_namespace_carries_the_namespace_terminating_cause() {
+    let client = client();
+    let ns = json!({"metadata": {"name": "going"}});
+    assert_eq!(
+        send(&client, "POST", "/api/v1/namespaces", JSON, bytes(&ns))
+            .await
+            .0,
+        201
+    );
+    let in_ns = "/api/v1/namespaces/going/configmaps";
+    // An object with a finalizer holds the namespace in Terminating.
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    assert_eq!(
+        send(&client, "POST", in_ns, JSON, bytes(&held)).await.0,
+        201
+    );
+    let (code, status, _) = within(
+        "the namespace delete never answered",
+        send(
+            &client,
+            "DELETE",
+            "/api/v1/namespaces/going",
+            JSON,
+            Vec::new(),
+        ),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    let (code, status, _) = send(
+        &client,
+        "POST",
+        in_ns,
+        JSON,
+        bytes(&json!({"metadata": {"name": "new"}})),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{status}"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                "message": "namespace going is being terminated"}]),
+        "{status}"
+    );
+    assert_eq!(status["details"]["name"], "new", "{status}");
+    assert_eq!(status["details"]["kind"], "configmaps", "{status}");
+    // kube's client reads it as client-go's HasStatusCause would.
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "going");
+    let mut c = k8s_openapi::api::core::v1::ConfigMap::default();
+    c.metadata.name = Some("typed".into());
+    match api.create(&Default::default(), &c).await {
+        Err(kube::Error::Api(s)) => {
+            let causes = s.details.map(|d| d.causes).unwrap_or_default();
+            assert!(
+                causes.iter().any(|c| c.reason == "NamespaceTerminating"),
+                "{causes:?}"
+            );
+        }
+        other => panic!("expected a 403 Status, got {other:?}"),
+    }
+}

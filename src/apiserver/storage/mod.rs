@@ -547,16 +547,30 @@ impl Storage {
     }
 
     /// The namespace lifecycle admission's rule for a create in `ns`: the namespace exists
-    /// (else 404, naming the namespace) and is not being deleted (else 403).
+    /// (else 404, naming the namespace) and is not being deleted (else 403, with the
+    /// `NamespaceTerminating` cause on `metadata.namespace` that client-go's controllers look
+    /// for, as `HasStatusCause` reads it).
     fn check_namespace_open(&self, k: &Kind, ns: &str, name: &str) -> Result<(), ApiError> {
         match self.objects[NAMESPACES].get(&(String::new(), ns.to_string())) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
-            Some(n) if n.meta.deleting => Err(ApiError::forbidden(
-                k.group,
-                k.plural,
-                name,
-                format!("the namespace {ns} is being deleted, so nothing new may be created in it"),
-            )),
+            Some(n) if n.meta.deleting => {
+                let mut e = ApiError::forbidden(
+                    k.group,
+                    k.plural,
+                    name,
+                    format!(
+                        "the namespace {ns} is being deleted, so nothing new may be created in it"
+                    ),
+                );
+                if let Some(d) = e.details.as_mut() {
+                    d["causes"] = json!([{
+                        "reason": "NamespaceTerminating",
+                        "message": format!("namespace {ns} is being terminated"),
+                        "field": "metadata.namespace",
+                    }]);
+                }
+                Err(e)
+            }
             Some(_) => Ok(()),
         }
     }
