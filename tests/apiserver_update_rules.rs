@@ -439,3 +439,163 @@ async fn a_create_in_a_terminating_namespace_carries_the_namespace_terminating_c
         other => panic!("expected a 403 Status, got {other:?}"),
     }
 }
+
+/// The `Warning` headers of an answer.
+fn warnings(headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn field_validation_refuses_warns_or_ignores_unknown_and_duplicate_fields() {
+    let client = client();
+    let body = br#"{"metadata": {"name": "a", "bogus": 1}, "bogus": {"x": 1}, "data": {"k": "1", "k": "2"}}"#;
+    // Strict: 400, every field named, nothing stored.
+    let (code, status, _) = within(
+        "a strict create never answered",
+        send(
+            &client,
+            "POST",
+            &format!("{CMS}?fieldValidation=Strict"),
+            JSON,
+            body.to_vec(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (400, Some("BadRequest")),
+        "{status}"
+    );
+    let message = status["message"].as_str().unwrap();
+    for field in [
+        r#"unknown field "metadata.bogus""#,
+        r#"unknown field "bogus""#,
+        r#"duplicate field "data.k""#,
+    ] {
+        assert!(message.contains(field), "{field}: {message}");
+    }
+    assert!(
+        message.starts_with(
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: "
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        send(&client, "GET", &format!("{CMS}/a"), JSON, Vec::new())
+            .await
+            .0,
+        404
+    );
+    // Warn, and no directive (the default): written, the last duplicate wins, one warning each.
+    for query in ["?fieldValidation=Warn", ""] {
+        let (code, created, headers) = send(
+            &client,
+            "POST",
+            &format!("{CMS}{query}"),
+            JSON,
+            body.to_vec(),
+        )
+        .await;
+        assert_eq!(code, 201, "{query}: {created}");
+        assert_eq!(created["data"], json!({"k": "2"}));
+        assert!(created.get("bogus").is_none());
+        // (The unknown fields come in key order; upstream names them in the body's order.)
+        let mut got = warnings(&headers);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                r#"299 - "duplicate field \"data.k\"""#,
+                r#"299 - "unknown field \"bogus\"""#,
+                r#"299 - "unknown field \"metadata.bogus\"""#,
+            ],
+            "{query}"
+        );
+        assert_eq!(
+            send(&client, "DELETE", &format!("{CMS}/a"), JSON, Vec::new())
+                .await
+                .0,
+            200
+        );
+    }
+    // Ignore: written, nothing said.
+    let (code, _, headers) = send(
+        &client,
+        "POST",
+        &format!("{CMS}?fieldValidation=Ignore"),
+        JSON,
+        body.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(warnings(&headers).is_empty());
+    // An update: Strict is 400; a patch: Strict is 422 with one cause on `patch`, Warn warns.
+    let (code, status, _) = send(
+        &client,
+        "PUT",
+        &format!("{CMS}/a?fieldValidation=Strict"),
+        JSON,
+        bytes(&json!({"metadata": {"name": "a"}, "bogus": 1})),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    let (code, status, _) = send(
+        &client,
+        "PATCH",
+        &format!("{CMS}/a?fieldValidation=Strict"),
+        MERGE,
+        bytes(&json!({"bogus": 1})),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "patch", "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"], "FieldValueInvalid",
+        "{status}"
+    );
+    let (code, _, headers) = send(
+        &client,
+        "PATCH",
+        &format!("{CMS}/a"),
+        MERGE,
+        bytes(&json!({"bogus": 1})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(warnings(&headers), [r#"299 - "unknown field \"bogus\"""#]);
+    // A directive upstream does not take: 422 on the verb's options, before anything else.
+    for (method, path, options) in [
+        ("POST", CMS.to_owned(), "CreateOptions"),
+        ("PUT", format!("{CMS}/a"), "UpdateOptions"),
+        ("PATCH", format!("{CMS}/a"), "PatchOptions"),
+    ] {
+        let ct = if method == "PATCH" { MERGE } else { JSON };
+        let (code, status, _) = send(
+            &client,
+            method,
+            &format!("{path}?fieldValidation=strict"),
+            ct,
+            bytes(&json!({"metadata": {"name": "a"}})),
+        )
+        .await;
+        assert_eq!(code, 422, "{method}: {status}");
+        assert_eq!(status["details"]["kind"], options, "{status}");
+        assert_eq!(
+            causes(&status),
+            [(
+                "fieldValidation".to_owned(),
+                "FieldValueNotSupported".to_owned(),
+                r#"Unsupported value: "strict": supported values: "", "Ignore", "Strict", "Warn""#
+                    .to_owned()
+            )]
+        );
+    }
+}

@@ -136,6 +136,7 @@ mod cluster;
 mod controls;
 mod discovery;
 mod errors;
+mod field_validation;
 mod frames;
 mod handlers;
 mod kinds;

@@ -539,6 +539,28 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "field_validation",
+        on: On::Both,
+        what: "fieldValidation: Strict refuses an unknown field (400; a patch 422), Warn writes, \
+               an unknown directive is 422",
+        run: |s| Box::pin(field_validation(s)),
+        expect: &[
+            field("strict create", 400, "/reason", "\"BadRequest\""),
+            field("strict create", 400, "/message", STRICT_CREATE),
+            code("get after the strict create", 404),
+            code("warned create", 201),
+            field(
+                "unknown directive",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueNotSupported\"",
+            ),
+            field("strict update", 400, "/reason", "\"BadRequest\""),
+            field("strict patch", 422, "/details/causes/0/field", "\"patch\""),
+            code("warned patch", 200),
+        ],
+    },
+    Scenario {
         name: "not_found",
         on: On::Both,
         what: "a missing object and a resource the server does not serve",
@@ -1232,6 +1254,58 @@ async fn terminating_namespace(s: &mut Session) -> Result<(), ConformanceError> 
         http::Method::PATCH,
         &format!("{objects}/held"),
         Some((Body::Merge, json!({"metadata": {"finalizers": null}}))),
+    )
+    .await?;
+    Ok(())
+}
+
+/// kube-apiserver's 400 for a strict create with one unknown field, `bogus`.
+const STRICT_CREATE: &str = r#""ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"bogus\"""#;
+
+async fn field_validation(s: &mut Session) -> Result<(), ConformanceError> {
+    let bogus = |name: &str| {
+        let mut body = cm(name, json!({"k": "v"}));
+        body["bogus"] = json!(1);
+        body
+    };
+    s.post(
+        "strict create",
+        &format!("{CM}?fieldValidation=Strict"),
+        bogus("a"),
+    )
+    .await?;
+    s.get("get after the strict create", &format!("{CM}/a"))
+        .await?;
+    s.post(
+        "warned create",
+        &format!("{CM}?fieldValidation=Warn"),
+        bogus("a"),
+    )
+    .await?;
+    s.post(
+        "unknown directive",
+        &format!("{CM}?fieldValidation=strict"),
+        bogus("b"),
+    )
+    .await?;
+    s.put(
+        "strict update",
+        &format!("{CM}/a?fieldValidation=Strict"),
+        bogus("a"),
+    )
+    .await?;
+    s.patch(
+        "strict patch",
+        &format!("{CM}/a?fieldValidation=Strict"),
+        Body::Merge,
+        json!({"bogus": 2}),
+    )
+    .await?;
+    s.patch(
+        "warned patch",
+        &format!("{CM}/a"),
+        Body::Merge,
+        json!({"bogus": 2, "data": {"k": "w"}}),
     )
     .await?;
     Ok(())
