@@ -599,3 +599,53 @@ async fn field_validation_refuses_warns_or_ignores_unknown_and_duplicate_fields(
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_object_leaving_a_watched_selection_is_deleted_with_its_previous_content() {
+    use apiserver_support::open_watch;
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, WatchEvent, WatchParams};
+    let client = client();
+    let body = json!({"metadata": {"name": "a", "labels": {"app": "web"}}, "data": {"k": "v"}});
+    let (code, created, _) = send(&client, "POST", CMS, JSON, bytes(&body)).await;
+    assert_eq!(code, 201, "{created}");
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut web = open_watch(&api, &WatchParams::default().labels("app=web"), &rv).await;
+    let mut all = open_watch(&api, &WatchParams::default(), &rv).await;
+    let patch = json!({"metadata": {"labels": {"app": "db"}}, "data": {"k": "w"}});
+    let (code, moved, _) = send(&client, "PATCH", &format!("{CMS}/a"), MERGE, bytes(&patch)).await;
+    assert_eq!(code, 200, "{moved}");
+    let moved_rv = moved["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The selected watch: DELETED, with the labels and data it last matched with, at the
+    // update's resourceVersion.
+    let ev = within("the selected watch never saw the object leave", web.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Deleted(gone) = ev else {
+        panic!("expected DELETED, got {ev:?}");
+    };
+    assert_eq!(gone.metadata.labels.unwrap()["app"], "web");
+    assert_eq!(gone.data.unwrap()["k"], "v");
+    assert_eq!(
+        gone.metadata.resource_version.as_deref(),
+        Some(moved_rv.as_str())
+    );
+    // An unfiltered watch sees the update itself.
+    let ev = within("the unfiltered watch never saw the update", all.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Modified(now) = ev else {
+        panic!("expected MODIFIED, got {ev:?}");
+    };
+    assert_eq!(now.metadata.labels.unwrap()["app"], "db");
+}

@@ -306,6 +306,12 @@ pub static SCENARIOS: &[Scenario] = &[
                 "\"BadRequest\"",
             ),
             field("watch the object leaves", 200, "/0/type", "\"DELETED\""),
+            field(
+                "watch the object leaves",
+                200,
+                "/0/object/metadata/labels/app",
+                "\"web\"",
+            ),
         ],
     },
     Scenario {
