@@ -71,13 +71,15 @@ impl ApiError {
         )
     }
 
-    /// 405 for a verb the resource does not support.
+    /// 405 for a verb the resource does not support, with empty details as upstream sends.
     pub fn method_not_allowed(method: &str, what: &str) -> Self {
-        Self::new(
+        let mut e = Self::new(
             405,
             "MethodNotAllowed",
             format!("{method} is not supported on {what}"),
-        )
+        );
+        e.details = Some(json!({}));
+        e
     }
 
     /// 403 Forbidden: a rule forbids the request (an admission plugin's refusal).
@@ -183,12 +185,26 @@ impl ApiError {
         reason: &str,
         causes: &[(&str, String)],
     ) -> Self {
+        let causes: Vec<(&str, &str, String)> = causes
+            .iter()
+            .map(|(f, m)| (*f, reason, m.clone()))
+            .collect();
+        Self::invalid_causes(group, kind, name, &causes)
+    }
+
+    /// 422 whose causes each carry their own reason: `(field, reason, message)`.
+    pub(crate) fn invalid_causes(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: &[(&str, &str, String)],
+    ) -> Self {
         let gk = if group.is_empty() {
             kind.to_string()
         } else {
             format!("{kind}.{group}")
         };
-        let text: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let text: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
         let mut e = Self::new(
             422,
             "Invalid",
@@ -196,7 +212,7 @@ impl ApiError {
         );
         let causes: Vec<Value> = causes
             .iter()
-            .map(|(f, m)| json!({"reason": reason, "message": m, "field": f}))
+            .map(|(f, r, m)| json!({"reason": r, "message": m, "field": f}))
             .collect();
         e.details = Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}));
         e

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::errors::ApiError;
 use super::strategic::{self, Ty};
-use super::validation::{self, NameRule};
+use super::validation::{self, NameRule, ReasonedCause};
 use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -275,13 +275,14 @@ impl Kind {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let value = (self.round_trip)(Value::Object(map)).map_err(|e| {
+        let mut value = (self.round_trip)(Value::Object(map)).map_err(|e| {
             if self.decode_error_is_invalid {
                 ApiError::invalid(self.group, self.kind, &name, &[("body", e)])
             } else {
                 ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
             }
         })?;
+        validation::dedup_owner_references(&mut value["metadata"]);
         self.validate(&name, &value, path_name.is_none())?;
         Ok(value)
     }
@@ -349,6 +350,15 @@ impl Kind {
         self.canonicalize(obj);
     }
 
+    /// The kind's own `ValidateUpdate` rules, after the object-metadata ones: a ConfigMap
+    /// stored with `immutable: true` keeps `immutable`, `data` and `binaryData`
+    /// (`ValidateConfigMapUpdate`, kubernetes v1.37.2 `pkg/apis/core/validation`).
+    pub fn validate_update(&self, new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+        if self.kind == "ConfigMap" && old["immutable"] == Value::Bool(true) {
+            config_map_immutable(new, old, causes);
+        }
+    }
+
     /// `Canonicalize`: a Namespace's name label matches its name.
     fn canonicalize(&self, obj: &mut Value) {
         let name = obj["metadata"]["name"].clone();
@@ -397,6 +407,24 @@ fn lease_spec(v: &Value, causes: &mut Vec<validation::Cause>) {
     }
 }
 // leases (coordination.k8s.io/v1): end
+
+/// What upstream says of each field an immutable ConfigMap keeps.
+const IMMUTABLE: &str = "Forbidden: field is immutable when `immutable` is set";
+
+/// An immutable ConfigMap's update: `immutable` stays true, `data` and `binaryData` stay as
+/// stored. An empty map counts as no map, as kube-apiserver v1.37.2 answers (a `data: {}`
+/// sent to an immutable ConfigMap without data is accepted there).
+fn config_map_immutable(new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+    if new["immutable"] != Value::Bool(true) {
+        causes.push(("immutable", "FieldValueForbidden", IMMUTABLE.into()));
+    }
+    let map = |v: &Value| v.as_object().filter(|m| !m.is_empty()).cloned();
+    for field in ["data", "binaryData"] {
+        if map(&new[field]) != map(&old[field]) {
+            causes.push((field, "FieldValueForbidden", IMMUTABLE.into()));
+        }
+    }
+}
 
 /// The most bytes of `data` and `binaryData` values together (`core.MaxSecretSize`).
 pub(crate) const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;

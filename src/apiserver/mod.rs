@@ -69,7 +69,9 @@
 //!    open watches (watch I4), requests in flight and connections (serve I1, I4). Every
 //!    rejection is a `Status`.
 //! 4. A list or watch response never copies a stored object of 16 KiB or more: such objects
-//!    are sent as the stored bytes themselves (`frames`). What one request holds of its own,
+//!    are sent as the stored bytes themselves (`frames`). The one exception is an object that
+//!    an update takes out of a watch's selection: its previous state is encoded anew at the
+//!    update's revision, one object at a time. What one request holds of its own,
 //!    whether or not its client reads, is therefore bounded whatever the objects' size:
 //!    - the chunk being framed: at most 256 KiB plus one object under 16 KiB of copies;
 //!    - hyper's write queue, which stops taking chunks from the body at 16 buffers or about
@@ -136,6 +138,7 @@ mod cluster;
 mod controls;
 mod discovery;
 mod errors;
+mod field_validation;
 mod frames;
 mod handlers;
 mod kinds;

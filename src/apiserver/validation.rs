@@ -21,6 +21,9 @@
 //! - Messages are this crate's own words; the field paths (`metadata.name`, `metadata.labels`,
 //!   …) and the HTTP codes are upstream's.
 //! - `managedFields` are never validated: the server drops them (no field management).
+//! - Duplicate owner references are dropped as upstream drops them, but without the
+//!   `Warning` header kube-apiserver answers with (`… contains duplicate entries …`): this
+//!   server sends no warnings.
 
 use serde_json::Value;
 
@@ -35,6 +38,34 @@ pub(crate) const GENERATED_SUFFIX_LEN: usize = 5;
 
 /// `(field, message)`: one cause of a 422 Invalid.
 pub(crate) type Cause = (&'static str, String);
+
+/// `(field, reason, message)`: one cause of a 422 Invalid with its own reason
+/// (`FieldValueForbidden`, `FieldValueInvalid`, …), as update rules mix them.
+pub(crate) type ReasonedCause = (&'static str, &'static str, String);
+
+/// `ValidateNoNewFinalizers`, for an object being deleted: `new` (its metadata) may lose
+/// finalizers of `old`, never gain one.
+pub(crate) fn no_new_finalizers(new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+    let old = old["finalizers"].as_array();
+    let mut added: Vec<&str> = new["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
+        .collect();
+    added.sort_unstable();
+    added.dedup();
+    if !added.is_empty() {
+        causes.push((
+            "metadata.finalizers",
+            "FieldValueForbidden",
+            format!(
+                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
+            ),
+        ));
+    }
+}
 
 fn is_dns1123_label_chars(part: &str) -> bool {
     !part.is_empty()
@@ -77,6 +108,56 @@ pub(crate) fn path_segment_name(name: &str) -> Option<String> {
         .filter(|c| name.contains(c))
         .collect();
     (!bad.is_empty()).then(|| format!("may not contain '{}'", bad.join("' or '")))
+}
+
+/// `BeforeUpdate` and then `ValidateObjectMetaUpdate` on the deletion fields of `new` (an
+/// update's metadata) against `old` (the stored object's): a deletion timestamp the object has
+/// is kept whatever the body says, and one it lacks may not be set (only a delete sets it); a
+/// grace period the object has is kept when the body leaves it out, and may not change
+/// otherwise. Each refusal is upstream's `FieldValueInvalid`, naming the value sent.
+pub(crate) fn deletion_fields_kept(new: &mut Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+    if !old["deletionTimestamp"].is_null() {
+        new["deletionTimestamp"] = old["deletionTimestamp"].clone();
+    }
+    if new["deletionGracePeriodSeconds"].is_null() && !old["deletionGracePeriodSeconds"].is_null() {
+        new["deletionGracePeriodSeconds"] = old["deletionGracePeriodSeconds"].clone();
+    }
+    for (field, path) in [
+        ("deletionTimestamp", "metadata.deletionTimestamp"),
+        (
+            "deletionGracePeriodSeconds",
+            "metadata.deletionGracePeriodSeconds",
+        ),
+    ] {
+        let sent = &new[field];
+        if *sent != old[field] {
+            causes.push((
+                path,
+                "FieldValueInvalid",
+                format!("Invalid value: {sent}: field is immutable"),
+            ));
+        }
+    }
+}
+
+/// `dedupOwnerReferences` (apiserver `pkg/endpoints/handlers/rest.go`), on a create, an update
+/// or a patch: an owner reference identical to an earlier one in the list is dropped, and the
+/// first copy kept in its place. References that share a uid but differ in another field all
+/// stay, as upstream compares whole references.
+pub(crate) fn dedup_owner_references(meta: &mut Value) {
+    let Some(refs) = meta
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let mut kept: Vec<Value> = Vec::with_capacity(refs.len());
+    for r in refs.drain(..) {
+        if !kept.contains(&r) {
+            kept.push(r);
+        }
+    }
+    *refs = kept;
 }
 
 /// `NameIsDNSSubdomain`: the rule for ConfigMap and custom resource names (keeps I1).

@@ -101,6 +101,18 @@ fn frame_shared(out: &mut Chunker, ty: &str, obj: &Stored) {
     out.copy(b"}\n");
 }
 
+/// Frames the DELETED event of an object that an update took out of a watcher's selection:
+/// the object as it last matched, at the update's revision (upstream's cacher sends it so, and
+/// so does its etcd watcher). It is encoded anew, once per watcher that sees it leave.
+fn frame_left(out: &mut Chunker, prev: &Stored, rv: u64) {
+    let mut obj = prev.value();
+    obj["metadata"]["resourceVersion"] = serde_json::Value::String(rv.to_string());
+    let json = Bytes::from(serde_json::to_vec(&obj).expect("a stored object serialises"));
+    out.copy(b"{\"type\":\"DELETED\",\"object\":");
+    out.share(&json);
+    out.copy(b"}\n");
+}
+
 fn bookmark(kind: usize, rv: u64, initial_end: bool) -> Bytes {
     let k = &KINDS[kind];
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
@@ -138,7 +150,8 @@ impl WatchRequest {
     }
 
     /// Frames `e` for this watcher, if it sees it. An object that starts or stops matching the
-    /// selector is seen as ADDED or DELETED, as the apiserver's filtered watch does.
+    /// selector is seen as ADDED or DELETED, as the apiserver's filtered watch does (a DELETED
+    /// one with its previous content: [`frame_left`]).
     fn frame_event(&self, out: &mut Chunker, e: &Event) {
         if e.hidden || e.kind != self.kind {
             return;
@@ -151,7 +164,12 @@ impl WatchRequest {
             EventType::Modified => match (before, now) {
                 (true, true) => EventType::Modified,
                 (false, true) => EventType::Added,
-                (true, false) => EventType::Deleted,
+                (true, false) => {
+                    if let Some(prev) = &e.prev {
+                        frame_left(out, prev, e.rv);
+                    }
+                    return;
+                }
                 (false, false) => return,
             },
             _ => return,

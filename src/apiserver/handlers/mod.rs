@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! /api/v1/configmaps                                   list, watch (all namespaces)
-//! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create | get, update, patch, delete
+//! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create, deletecollection | get, update, patch, delete
 //! /apis/lab.controlloop.dev/v1/widgets                 list, watch (all namespaces)
 //! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
 //! ```
@@ -44,6 +44,7 @@ use serde_json::Value;
 
 use super::controls::{Failure, RequestRecord};
 use super::errors::ApiError;
+use super::field_validation::{self, Directive};
 use super::kinds::{KINDS, Kind};
 use super::patch::{Patch, PatchType};
 use super::storage::{Preconditions, Stored, UpdateMode};
@@ -244,6 +245,15 @@ async fn dispatch(
         Method::DELETE => dry_run(req.uri().query(), "DeleteOptions")?,
         _ => false,
     };
+    // `fieldValidation`, validated with the rest of the write's options (422 on an unknown
+    // directive); reads ignore it.
+    let field_value = q.get("fieldValidation").map(String::as_str);
+    let fields = match method {
+        Method::POST => Directive::of(field_value, "CreateOptions")?,
+        Method::PUT => Directive::of(field_value, "UpdateOptions")?,
+        Method::PATCH => Directive::of(field_value, "PatchOptions")?,
+        _ => Directive::Ignore,
+    };
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -277,8 +287,8 @@ async fn dispatch(
             }
         }
         (&Method::POST, Some(ns), None) => {
-            let body = read_object(cluster, req, k).await?;
-            let obj = k.prepare(ns, None, body)?;
+            let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let (obj, warnings) = prepare_checked(k, ns, None, body, duplicates, fields)?;
             let now = cluster.now();
             let stored = cluster.write(|st| {
                 if dry_run {
@@ -287,7 +297,10 @@ async fn dispatch(
                     st.create(t.kind, obj, now, false)
                 }
             })?;
-            Ok(object_response(StatusCode::CREATED, &stored))
+            Ok(warned(
+                object_response(StatusCode::CREATED, &stored),
+                &warnings,
+            ))
         }
         (&Method::GET, Some(ns), Some(name)) => {
             let obj = cluster.shared.storage.lock().get(t.kind, ns, name);
@@ -295,8 +308,8 @@ async fn dispatch(
                 .ok_or_else(|| ApiError::not_found(k.group, k.plural, name))
         }
         (&Method::PUT, Some(ns), Some(name)) => {
-            let body = read_object(cluster, req, k).await?;
-            let obj = k.prepare(ns, Some(name), body)?;
+            let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let (obj, warnings) = prepare_checked(k, ns, Some(name), body, duplicates, fields)?;
             let stored = cluster.write(|st| {
                 if dry_run {
                     st.dry_run(|st| st.update(t.kind, obj, mode))
@@ -304,13 +317,18 @@ async fn dispatch(
                     st.update(t.kind, obj, mode)
                 }
             })?;
-            Ok(object_response(StatusCode::OK, &stored))
+            Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
             let patch = patch_type.parse(read_json(cluster, req).await?)?;
-            let stored = patch_object(cluster, &t, ns, name, &patch, mode, dry_run).await?;
-            Ok(object_response(StatusCode::OK, &stored))
+            let write = PatchWrite {
+                mode,
+                dry_run,
+                fields,
+            };
+            let (stored, warnings) = patch_object(cluster, &t, ns, name, &patch, write).await?;
+            Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
         }
         (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
             let body = read_body(cluster, req).await?;
@@ -360,8 +378,61 @@ async fn dispatch(
             });
             Ok(json_response(code, status.to_string()))
         }
+        // `deletecollection`, on a namespaced kind inside one namespace (upstream serves it
+        // nowhere else: 405 there).
+        (&Method::DELETE, Some(ns), None) if k.namespaced => {
+            let body = read_body(cluster, req).await?;
+            let (pre, _, body_dry_run) = delete_options(&body, &q)?;
+            delete_collection(cluster, t.kind, ns, &q, &pre, dry_run || body_dry_run).await
+        }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
+}
+
+/// `deletecollection` (`endpoints/handlers/delete.go`, the registry's `DeleteCollection`):
+/// the objects the list options select are listed as a list with the same query would answer
+/// them, then deleted one by one, each its own write with its own DELETED event (or, for one
+/// with finalizers, its mark); one already gone is skipped. The answer is the list as it was
+/// read. With `limit`, only that page is deleted, and the answer carries its continue token.
+///
+/// The listed page is held in memory whole, as upstream holds it: at most what storage holds
+/// (storage I5).
+async fn delete_collection(
+    cluster: &Cluster,
+    kind: usize,
+    ns: &str,
+    q: &HashMap<String, String>,
+    pre: &Preconditions,
+    dry_run: bool,
+) -> Result<Response, ApiError> {
+    let listed = list(cluster, kind, Some(ns), q).await?;
+    let body = listed
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::timeout(format!("the objects to delete could not be listed: {e}")))?
+        .to_bytes();
+    let page: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::internal_error(format!("the list to delete is not JSON: {e}")))?;
+    let now = cluster.now();
+    for item in page["items"].as_array().into_iter().flatten() {
+        let Some(name) = item["metadata"]["name"].as_str() else {
+            continue;
+        };
+        let done = cluster.write(|st| {
+            if dry_run {
+                st.dry_run(|st| st.delete(kind, ns, name, pre, now))
+            } else {
+                st.delete(kind, ns, name, pre, now)
+            }
+        });
+        match done {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {} // deleted meanwhile: upstream skips it too
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, body))
 }
 
 /// The first pause after a patch found the object changed under it; it doubles with every
@@ -386,9 +457,13 @@ async fn patch_object(
     ns: &str,
     name: &str,
     patch: &Patch,
-    mode: UpdateMode,
-    dry_run: bool,
-) -> Result<Arc<Stored>, ApiError> {
+    write: PatchWrite,
+) -> Result<(Arc<Stored>, Vec<String>), ApiError> {
+    let PatchWrite {
+        mode,
+        dry_run,
+        fields,
+    } = write;
     let k = &KINDS[t.kind];
     let deadline = tokio::time::Instant::now().checked_add(cluster.shared.options.request_timeout);
     let mut pause = PATCH_BACKOFF;
@@ -398,7 +473,13 @@ async fn patch_object(
             return Err(ApiError::not_found(k.group, k.plural, name));
         };
         let patched = patch.apply(cur.value(), k, name)?;
-        let obj = k.prepare(ns, Some(name), patched)?;
+        let (obj, warnings) = if fields == Directive::Ignore {
+            (k.prepare(ns, Some(name), patched)?, Vec::new())
+        } else {
+            let obj = k.prepare(ns, Some(name), patched.clone())?;
+            let unknown = field_validation::unknown_fields(&patched, &obj, DROPPED);
+            (obj, fields.on_patch(unknown)?)
+        };
         let done = cluster.write(|st| {
             if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
                 return Ok(None); // changed between the read and the commit: read again
@@ -410,7 +491,7 @@ async fn patch_object(
             }
         })?;
         if let Some(stored) = done {
-            return Ok(stored);
+            return Ok((stored, warnings));
         }
         if deadline.is_some_and(|d| tokio::time::Instant::now() + pause >= d) {
             return Err(ApiError::timeout(format!(
@@ -421,6 +502,52 @@ async fn patch_object(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(PATCH_BACKOFF_MAX);
     }
+}
+
+/// How a patch is written: to the object or its status, for real or as a dry run, and what
+/// it does with unknown fields.
+struct PatchWrite {
+    mode: UpdateMode,
+    dry_run: bool,
+    fields: Directive,
+}
+
+/// What `Kind::prepare` removes from a body on purpose: not unknown fields.
+const DROPPED: &[&str] = &[
+    "metadata.managedFields",
+    "metadata.selfLink",
+    "metadata.namespace",
+];
+
+/// `Kind::prepare`, and the unknown and `duplicates` fields of a create's or an update's
+/// body dealt with as `fields` says: the object and the warnings to send, or a strict
+/// refusal (400).
+fn prepare_checked(
+    k: &Kind,
+    ns: &str,
+    name: Option<&str>,
+    body: Value,
+    duplicates: Vec<String>,
+    fields: Directive,
+) -> Result<(Value, Vec<String>), ApiError> {
+    if fields == Directive::Ignore {
+        return Ok((k.prepare(ns, name, body)?, Vec::new()));
+    }
+    let obj = k.prepare(ns, name, body.clone())?;
+    let mut problems = field_validation::unknown_fields(&body, &obj, DROPPED);
+    problems.extend(duplicates);
+    let warnings = fields.on_write(k.kind, k.version, problems)?;
+    Ok((obj, warnings))
+}
+
+/// `resp` with one `Warning` header per warning.
+fn warned(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Some(v) = field_validation::warning(w) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
 }
 
 /// The values `dryRun` may take (`ValidateDryRun`): only `All`.
@@ -596,8 +723,11 @@ async fn read_body(cluster: &Cluster, req: Request) -> Result<Bytes, ApiError> {
 /// A JSON body; serde_json refuses nesting deeper than 127 levels (a 400), so every decoded
 /// value is bounded in depth as well as in size.
 async fn read_json(cluster: &Cluster, req: Request) -> Result<Value, ApiError> {
-    let body = read_body(cluster, req).await?;
-    serde_json::from_slice(&body)
+    parse_json(&read_body(cluster, req).await?)
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
@@ -608,21 +738,32 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const YAML: &str = "application/yaml";
 
 /// An object body, in JSON, YAML (see `yaml`) or (for ConfigMaps, as kubectl sends them)
-/// protobuf.
-async fn read_object(cluster: &Cluster, req: Request, k: &Kind) -> Result<Value, ApiError> {
+/// protobuf, and the fields a JSON body sends twice (unless `fields` ignores them).
+async fn read_object(
+    cluster: &Cluster,
+    req: Request,
+    k: &Kind,
+    fields: Directive,
+) -> Result<(Value, Vec<String>), ApiError> {
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
         .map(|v| v.as_bytes().to_vec())
         .unwrap_or_default();
+    let body = read_body(cluster, req).await?;
     if ct.starts_with(PROTOBUF.as_bytes()) {
-        let body = read_body(cluster, req).await?;
-        protobuf::decode(k.kind, &body)
+        Ok((protobuf::decode(k.kind, &body)?, Vec::new()))
     } else if ct.starts_with(YAML.as_bytes()) {
-        let body = read_body(cluster, req).await?;
-        yaml::decode(&body, cluster.shared.options.max_body_bytes)
+        let value = yaml::decode(&body, cluster.shared.options.max_body_bytes)?;
+        Ok((value, Vec::new()))
     } else {
-        read_json(cluster, req).await
+        let value = parse_json(&body)?;
+        let duplicates = if fields == Directive::Ignore {
+            Vec::new()
+        } else {
+            field_validation::duplicate_fields(&body)
+        };
+        Ok((value, duplicates))
     }
 }
 

@@ -547,16 +547,30 @@ impl Storage {
     }
 
     /// The namespace lifecycle admission's rule for a create in `ns`: the namespace exists
-    /// (else 404, naming the namespace) and is not being deleted (else 403).
+    /// (else 404, naming the namespace) and is not being deleted (else 403, with the
+    /// `NamespaceTerminating` cause on `metadata.namespace` that client-go's controllers look
+    /// for, as `HasStatusCause` reads it).
     fn check_namespace_open(&self, k: &Kind, ns: &str, name: &str) -> Result<(), ApiError> {
         match self.objects[NAMESPACES].get(&(String::new(), ns.to_string())) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
-            Some(n) if n.meta.deleting => Err(ApiError::forbidden(
-                k.group,
-                k.plural,
-                name,
-                format!("the namespace {ns} is being deleted, so nothing new may be created in it"),
-            )),
+            Some(n) if n.meta.deleting => {
+                let mut e = ApiError::forbidden(
+                    k.group,
+                    k.plural,
+                    name,
+                    format!(
+                        "the namespace {ns} is being deleted, so nothing new may be created in it"
+                    ),
+                );
+                if let Some(d) = e.details.as_mut() {
+                    d["causes"] = json!([{
+                        "reason": "NamespaceTerminating",
+                        "message": format!("namespace {ns} is being terminated"),
+                        "field": "metadata.namespace",
+                    }]);
+                }
+                Err(e)
+            }
             Some(_) => Ok(()),
         }
     }
@@ -698,14 +712,18 @@ impl Storage {
                 }
             }
         } else {
+            // `ValidateObjectMetaUpdate`, then the kind's own update rules, in upstream's order.
+            let mut causes = Vec::new();
+            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
+                validation::no_new_finalizers(&obj["metadata"], &cur_v["metadata"], &mut causes);
+            }
+            validation::deletion_fields_kept(&mut obj["metadata"], &cur_v["metadata"], &mut causes);
+            k.validate_update(&obj, &cur_v, &mut causes);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &causes));
+            }
             // Server-owned metadata comes from storage, whatever the body says.
-            for f in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ] {
+            for f in ["uid", "creationTimestamp", "generation"] {
                 match cur_v["metadata"].get(f) {
                     Some(v) => obj["metadata"][f] = v.clone(),
                     None => {
@@ -722,32 +740,6 @@ impl Storage {
                 }
             }
             k.prepare_for_update(&mut obj, &cur_v);
-            // `ValidateObjectMetaUpdate`: an object being deleted may lose finalizers, never
-            // gain one.
-            if !cur_v["metadata"]["deletionTimestamp"].is_null() {
-                let old = cur_v["metadata"]["finalizers"].as_array();
-                let added: Vec<&str> = obj["metadata"]["finalizers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .filter(|f| old.is_none_or(|o| !o.iter().any(|x| x == f)))
-                    .collect();
-                if !added.is_empty() {
-                    return Err(ApiError::invalid_with_reason(
-                        k.group,
-                        k.kind,
-                        &name,
-                        "FieldValueForbidden",
-                        &[(
-                            "metadata.finalizers",
-                            format!(
-                                "Forbidden: the object is being deleted, so no finalizer may be added (new: {added:?})"
-                            ),
-                        )],
-                    ));
-                }
-            }
             if k.tracks_generation && spec_differs(&obj, &cur_v) {
                 let g = cur_v["metadata"]["generation"].as_i64().unwrap_or(0);
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));

@@ -162,18 +162,6 @@ pub static KNOWN: &[Difference] = &[
               resourceVersion",
     },
     Difference {
-        what: "a DELETED event for an object leaving a selector carries its new state",
-        scenarios: &["selectors"],
-        steps: &["watch the object leaves"],
-        paths: &["/0/object/metadata/labels/app"],
-        server: None,
-        embedded: "DELETED with the object as written (labels app=other)",
-        real: "DELETED with the object as it last matched (labels app=web)",
-        reason: "the watch cache (and etcd watcher) send a watcher the previous object when an \
-                 update makes it stop matching",
-        fix: "send the previous state in the DELETED event of a filtered watch",
-    },
-    Difference {
         what: "a watch-list without allowWatchBookmarks is refused",
         scenarios: &["watch_list"],
         steps: &["watch-list without bookmarks"],

@@ -139,6 +139,11 @@ fn widget(kind: &str, name: &str, replicas: i64) -> Value {
            "spec": {"replicas": replicas}})
 }
 
+/// A ConfigMap `name` with `labels` and no data.
+fn labelled(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}})
+}
+
 /// A resourceVersion as a number (0 if it is not one).
 pub fn number(rv: &str) -> u64 {
     rv.parse().unwrap_or(0)
@@ -305,6 +310,12 @@ pub static SCENARIOS: &[Scenario] = &[
                 "\"BadRequest\"",
             ),
             field("watch the object leaves", 200, "/0/type", "\"DELETED\""),
+            field(
+                "watch the object leaves",
+                200,
+                "/0/object/metadata/labels/app",
+                "\"web\"",
+            ),
         ],
     },
     Scenario {
@@ -424,6 +435,139 @@ pub static SCENARIOS: &[Scenario] = &[
             field("apply force", 200, "/data/k", "\"bob\""),
             field("managers after force", 0, "", r#"[["bob","Apply"]]"#),
             code("apply without fieldManager", 422),
+        ],
+    },
+    Scenario {
+        name: "immutable_configmap",
+        on: On::Both,
+        what: "a ConfigMap created immutable: data, binaryData and immutable itself are 422",
+        run: |s| Box::pin(immutable_configmap(s)),
+        expect: &[
+            code("create immutable", 201),
+            field("change data", 422, "/details/causes/0/field", "\"data\""),
+            field(
+                "change data",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueForbidden\"",
+            ),
+            field(
+                "change data",
+                422,
+                "/details/causes/0/message",
+                "\"Forbidden: field is immutable when `immutable` is set\"",
+            ),
+            field(
+                "change binaryData",
+                422,
+                "/details/causes/0/field",
+                "\"binaryData\"",
+            ),
+            field(
+                "thaw and change data",
+                422,
+                "/details/causes",
+                IMMUTABLE_AND_DATA,
+            ),
+            field("change a label", 200, "/metadata/labels/l", "\"1\""),
+        ],
+    },
+    Scenario {
+        name: "server_set_metadata",
+        on: On::Both,
+        what: "an update setting deletionTimestamp is 422; an owner reference sent twice is kept once",
+        run: |s| Box::pin(server_set_metadata(s)),
+        expect: &[
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/field",
+                "\"metadata.deletionTimestamp\"",
+            ),
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueInvalid\"",
+            ),
+            field(
+                "set deletionTimestamp",
+                422,
+                "/details/causes/0/message",
+                "\"Invalid value: \\\"2026-01-01T00:00:00Z\\\": field is immutable\"",
+            ),
+            field("get after", 200, "/metadata/deletionTimestamp", "null"),
+            field(
+                "create with an owner twice",
+                201,
+                "/metadata/ownerReferences/0/name",
+                "\"o\"",
+            ),
+            field("owner references stored", 0, "", "1"),
+        ],
+    },
+    Scenario {
+        name: "delete_collection",
+        on: On::Both,
+        what: "DELETE on a collection with a label selector: the matching objects, one by one",
+        run: |s| Box::pin(delete_collection(s)),
+        expect: &[
+            field("delete collection", 200, "/kind", "\"ConfigMapList\""),
+            field("delete collection", 200, "/items/0/metadata/name", "\"a\""),
+            field("deleted", 0, "", "2"),
+            field("list after", 200, "/items/0/metadata/name", "\"c\""),
+            field("watch the deletes", 200, "/0/type", "\"DELETED\""),
+            field("watch the deletes", 200, "/1/object/metadata/name", "\"b\""),
+            code("delete collection in every namespace", 405),
+        ],
+    },
+    Scenario {
+        name: "terminating_namespace",
+        on: On::Both,
+        what: "a create in a namespace being deleted: 403 with the NamespaceTerminating cause",
+        run: |s| Box::pin(terminating_namespace(s)),
+        expect: &[
+            field(
+                "delete the namespace",
+                200,
+                "/status/phase",
+                "\"Terminating\"",
+            ),
+            field("create in it", 403, "/reason", "\"Forbidden\""),
+            field(
+                "create in it",
+                403,
+                "/details/causes/0/reason",
+                "\"NamespaceTerminating\"",
+            ),
+            field(
+                "create in it",
+                403,
+                "/details/causes/0/field",
+                "\"metadata.namespace\"",
+            ),
+        ],
+    },
+    Scenario {
+        name: "field_validation",
+        on: On::Both,
+        what: "fieldValidation: Strict refuses an unknown field (400; a patch 422), Warn writes, \
+               an unknown directive is 422",
+        run: |s| Box::pin(field_validation(s)),
+        expect: &[
+            field("strict create", 400, "/reason", "\"BadRequest\""),
+            field("strict create", 400, "/message", STRICT_CREATE),
+            code("get after the strict create", 404),
+            code("warned create", 201),
+            field(
+                "unknown directive",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueNotSupported\"",
+            ),
+            field("strict update", 400, "/reason", "\"BadRequest\""),
+            field("strict patch", 422, "/details/causes/0/field", "\"patch\""),
+            code("warned patch", 200),
         ],
     },
     Scenario {
@@ -702,10 +846,6 @@ async fn pagination(s: &mut Session) -> Result<(), ConformanceError> {
 }
 
 async fn selectors(s: &mut Session) -> Result<(), ConformanceError> {
-    let labelled = |name: &str, labels: Value| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "labels": labels}})
-    };
     s.post(
         "create a",
         CM,
@@ -996,6 +1136,188 @@ async fn server_side_apply(s: &mut Session) -> Result<(), ConformanceError> {
     s.note("managers after force", managers(&forced));
     s.patch("apply without fieldManager", &a, Body::Apply, body("eve"))
         .await?;
+    Ok(())
+}
+
+/// The causes of an update that unfreezes an immutable ConfigMap and changes its data.
+const IMMUTABLE_AND_DATA: &str = r#"[
+    {"field": "immutable", "reason": "FieldValueForbidden",
+     "message": "Forbidden: field is immutable when `immutable` is set"},
+    {"field": "data", "reason": "FieldValueForbidden",
+     "message": "Forbidden: field is immutable when `immutable` is set"}]"#;
+
+async fn immutable_configmap(s: &mut Session) -> Result<(), ConformanceError> {
+    let f = format!("{CM}/f");
+    let mut body = cm("f", json!({"k": "v"}));
+    body["immutable"] = json!(true);
+    body["binaryData"] = json!({"b": "MQ=="});
+    let created = s.post("create immutable", CM, body).await?;
+    s.patch("change data", &f, Body::Merge, json!({"data": {"k": "w"}}))
+        .await?;
+    s.patch(
+        "change binaryData",
+        &f,
+        Body::Merge,
+        json!({"binaryData": {"b": "Mg=="}}),
+    )
+    .await?;
+    let mut thawed = created.clone();
+    thawed["immutable"] = json!(false);
+    thawed["data"] = json!({"k": "w"});
+    s.put("thaw and change data", &f, thawed).await?;
+    s.patch(
+        "change a label",
+        &f,
+        Body::Merge,
+        json!({"metadata": {"labels": {"l": "1"}}}),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn server_set_metadata(s: &mut Session) -> Result<(), ConformanceError> {
+    let a = format!("{CM}/a");
+    s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
+    s.patch(
+        "set deletionTimestamp",
+        &a,
+        Body::Merge,
+        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+    )
+    .await?;
+    s.get("get after", &a).await?;
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                       "uid": "00000000-0000-4000-8000-000000000001"});
+    let mut body = cm("b", json!({}));
+    body["metadata"]["ownerReferences"] = json!([owner, owner]);
+    let created = s.post("create with an owner twice", CM, body).await?;
+    let n = created["metadata"]["ownerReferences"]
+        .as_array()
+        .map_or(0, Vec::len);
+    s.note("owner references stored", json!(n));
+    Ok(())
+}
+
+async fn delete_collection(s: &mut Session) -> Result<(), ConformanceError> {
+    s.post("create a", CM, labelled("a", json!({"app": "web"})))
+        .await?;
+    s.post("create b", CM, labelled("b", json!({"app": "web"})))
+        .await?;
+    let c = s
+        .post("create c", CM, labelled("c", json!({"app": "db"})))
+        .await?;
+    let before = rv(s, "create c", &c)?;
+    let answer = s
+        .delete(
+            "delete collection",
+            &format!("{CM}?labelSelector=app%3Dweb"),
+            None,
+        )
+        .await?;
+    let n = answer["items"].as_array().map_or(0, Vec::len);
+    s.note("deleted", json!(n));
+    s.get("list after", CM).await?;
+    s.watch(
+        "watch the deletes",
+        &format!("{CM}?watch=true&resourceVersion={before}"),
+        Until::Events(2),
+        WATCH,
+    )
+    .await?;
+    s.delete(
+        "delete collection in every namespace",
+        "/api/v1/configmaps?labelSelector=app%3Dnone",
+        None,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn terminating_namespace(s: &mut Session) -> Result<(), ConformanceError> {
+    // A second namespace, held in Terminating by an object's finalizer.
+    let ns = format!("{}-t", s.ns);
+    let objects = format!("/api/v1/namespaces/{ns}/configmaps");
+    s.post(
+        "create the namespace",
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )
+    .await?;
+    s.post(
+        "create a held object",
+        &objects,
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .await?;
+    s.delete(
+        "delete the namespace",
+        &format!("/api/v1/namespaces/{ns}"),
+        None,
+    )
+    .await?;
+    s.post("create in it", &objects, cm("new", json!({})))
+        .await?;
+    // The namespace controller empties the namespace at its own pace on the real server (at
+    // once on the embedded one): releasing the object is clean-up, not compared.
+    s.unrecorded(
+        "release the held object",
+        http::Method::PATCH,
+        &format!("{objects}/held"),
+        Some((Body::Merge, json!({"metadata": {"finalizers": null}}))),
+    )
+    .await?;
+    Ok(())
+}
+
+/// kube-apiserver's 400 for a strict create with one unknown field, `bogus`.
+const STRICT_CREATE: &str = r#""ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"bogus\"""#;
+
+async fn field_validation(s: &mut Session) -> Result<(), ConformanceError> {
+    let bogus = |name: &str| {
+        let mut body = cm(name, json!({"k": "v"}));
+        body["bogus"] = json!(1);
+        body
+    };
+    s.post(
+        "strict create",
+        &format!("{CM}?fieldValidation=Strict"),
+        bogus("a"),
+    )
+    .await?;
+    s.get("get after the strict create", &format!("{CM}/a"))
+        .await?;
+    s.post(
+        "warned create",
+        &format!("{CM}?fieldValidation=Warn"),
+        bogus("a"),
+    )
+    .await?;
+    s.post(
+        "unknown directive",
+        &format!("{CM}?fieldValidation=strict"),
+        bogus("b"),
+    )
+    .await?;
+    s.put(
+        "strict update",
+        &format!("{CM}/a?fieldValidation=Strict"),
+        bogus("a"),
+    )
+    .await?;
+    s.patch(
+        "strict patch",
+        &format!("{CM}/a?fieldValidation=Strict"),
+        Body::Merge,
+        json!({"bogus": 2}),
+    )
+    .await?;
+    s.patch(
+        "warned patch",
+        &format!("{CM}/a"),
+        Body::Merge,
+        json!({"bogus": 2, "data": {"k": "w"}}),
+    )
+    .await?;
     Ok(())
 }
 

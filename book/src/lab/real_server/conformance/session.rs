@@ -157,6 +157,24 @@ impl Session {
         Ok(value)
     }
 
+    /// Sends one request whose answer is not part of the claim (a clean-up whose timing the
+    /// two servers do not share) and records nothing (keeps I2); a request that fails to be
+    /// sent is still an error.
+    pub async fn unrecorded(
+        &mut self,
+        step: &str,
+        method: http::Method,
+        path: &str,
+        body: Option<(Body, Value)>,
+    ) -> Result<(), ConformanceError> {
+        let url = self.url(path);
+        let resp = self
+            .send(step, method, &url, body.as_ref().map(|(k, v)| (*k, v)))
+            .await?;
+        let _ = tokio::time::timeout(REQUEST_LIMIT, resp.into_body().collect()).await;
+        Ok(())
+    }
+
     /// GET.
     pub async fn get(&mut self, step: &str, path: &str) -> Result<Value, ConformanceError> {
         self.call(step, http::Method::GET, path, None).await
