@@ -84,19 +84,6 @@ chapters! {
     ch00_introduction = "00-introduction.md" in intro [
         ch00_virtual_time,
     ],
-    ch01_two_small_sets = "01-two-small-sets.md" in workqueue [
-        ch01_coalescing,
-        ch01_controller_queue,
-        ch01_contention_virtual,
-        ch01_contention_real,
-        ch01_essay,
-    ],
-    ch02_forget_is_not_done = "02-forget-is-not-done.md" in workqueue [
-        ch02_forget_without_done,
-        ch02_default_limiter,
-        ch02_bucket,
-        ch02_done_without_forget,
-    ],
     ch03_realfifo = "03-realfifo.md" in fifo [
         ch03_interleave,
         ch03_double_delete,
@@ -118,10 +105,18 @@ chapters! {
         ch04_sync_rule,
         ch04_detectors,
     ],
-    ch05_method = "05-method.md" in method [
-        ch05_checks,
-        ch05_with_resync,
-        ch05_overflow,
+    ch01_two_small_sets = "01-two-small-sets.md" in workqueue [
+        ch01_coalescing,
+        ch01_controller_queue,
+        ch01_contention_virtual,
+        ch01_contention_real,
+        ch01_essay,
+    ],
+    ch02_forget_is_not_done = "02-forget-is-not-done.md" in workqueue [
+        ch02_forget_without_done,
+        ch02_default_limiter,
+        ch02_bucket,
+        ch02_done_without_forget,
     ],
     ch06_deduplication = "06-deduplication.md" in burst [
         ch06_virtual,
@@ -133,25 +128,41 @@ chapters! {
     ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" in status_hatch [
         status_hatch,
     ],
+    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
+        faults,
+    ],
+    ch17_first_write = "17-first-write.md" in first_write [
+        ch17_stale_update,
+        ch17_retry_storm,
+        ch17_stale_cache,
+        ch17_status_predicate,
+        ch17_apply_refused,
+    ],
+    ch16_deletion = "16-deletion.md" in deletion [
+        ch16_finalizers,
+        ch16_relist_gap,
+    ],
+    ch15_the_second_replica = "15-the-second-replica.md" in second_replica [
+        ch15_without_election,
+        ch15_with_election,
+        ch15_no_fencing,
+    ],
+    ch18_many_workers = "18-many-workers.md" in many_workers [
+        ch18_sweep,
+        ch18_serialisation,
+        ch18_starvation,
+        ch18_cpu,
+    ],
     ch09_spoken_drills = "09-spoken-drills.md" in drills [
         ch09_drills,
     ],
+    ch05_method = "05-method.md" in method [
+        ch05_checks,
+        ch05_with_resync,
+        ch05_overflow,
+    ],
     ch10_what_varies = "10-what-varies.md" in bands [
         ch10_bands,
-    ],
-    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" in kube_runtime [
-        ch11_storm,
-        ch11_storm_real,
-    ],
-    ch11_what_differs_on_kube_rs = "11-what-differs-on-kube-rs.md" in kube_runtime [
-        ch11_semantics,
-    ],
-    ch11_what_running_kube_rs_found = "11-what-running-kube-rs-found.md" in kube_runtime [
-        ch11_findings,
-        ch11_findings_real,
-    ],
-    ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
-        faults,
     ],
     ch13_when_upstream_moves = "13-when-upstream-moves.md" in moved [
         ch13_moved,
@@ -165,27 +176,16 @@ chapters! {
         ch14_compaction,
         ch14_relists,
     ],
-    ch15_the_second_replica = "15-the-second-replica.md" in second_replica [
-        ch15_without_election,
-        ch15_with_election,
-        ch15_no_fencing,
+    ch11_what_carries_over_to_kube_rs = "11-what-carries-over-to-kube-rs.md" in kube_runtime [
+        ch11_storm,
+        ch11_storm_real,
     ],
-    ch16_deletion = "16-deletion.md" in deletion [
-        ch16_finalizers,
-        ch16_relist_gap,
+    ch11_what_differs_on_kube_rs = "11-what-differs-on-kube-rs.md" in kube_runtime [
+        ch11_semantics,
     ],
-    ch17_first_write = "17-first-write.md" in first_write [
-        ch17_stale_update,
-        ch17_retry_storm,
-        ch17_stale_cache,
-        ch17_status_predicate,
-        ch17_apply_refused,
-    ],
-    ch18_many_workers = "18-many-workers.md" in many_workers [
-        ch18_sweep,
-        ch18_serialisation,
-        ch18_starvation,
-        ch18_cpu,
+    ch11_what_running_kube_rs_found = "11-what-running-kube-rs-found.md" in kube_runtime [
+        ch11_findings,
+        ch11_findings_real,
     ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],
