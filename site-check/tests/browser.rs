@@ -7,7 +7,8 @@
 //! - the eye button of a code block reveals the lines that rustdoc's `# ` prefix hides;
 //! - no table is wider than the page's text column, at 1280 px (a laptop) and at 390 px (a
 //!   phone): a reader never scrolls sideways to read a table;
-//! - a full-page screenshot of each page lands in `target/site-check/` for a person to look at.
+//! - a full-page screenshot of each page at each width lands in `target/site-check/screenshots/`
+//!   (1280 px) and `screenshots/390/` (390 px), for a person to look at.
 //!
 //! The browser is found at `$CHROME`, else `chromium` on the `PATH` (Debian's `chromium`
 //! package; `.ci/run` installs it). Under `CI=true` a missing browser fails the test; elsewhere
@@ -304,11 +305,22 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
     }
     assert_eq!(checked, pages().len());
 
-    // The same pages on a phone.
+    // The same pages on a phone, each with a screenshot of its own.
     viewport(&page, 390, 844, true).await;
+    let phone_shots = shots.join("390");
+    std::fs::create_dir_all(&phone_shots).unwrap();
     for (_, html_page) in pages() {
         *current.lock().unwrap() = format!("{html_page} at 390 px");
         load(&page, &format!("{base}/{html_page}")).await;
+        bounded(
+            "a phone screenshot",
+            page.save_screenshot(
+                ScreenshotParams::builder().full_page(true).build(),
+                phone_shots.join(html_page.replace(".html", ".png")),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{html_page} at 390 px: screenshot: {e}"));
         let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
         too_wide.extend(
             wide.into_iter()
