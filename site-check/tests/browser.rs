@@ -239,6 +239,8 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
     let mut too_wide = Vec::new();
     for (file, html_page) in pages() {
         *current.lock().unwrap() = html_page.clone();
+        // A laptop's viewport, set for each page: a full-page screenshot clears the override.
+        viewport(&page, 1280, 900, false).await;
         let url = format!("{base}/{html_page}");
         bounded(&format!("loading {url}"), page.goto(url.as_str()))
             .await
@@ -287,6 +289,16 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
                 );
             }
         }
+        let width: i64 = eval(&page, "the viewport's width", "window.innerWidth").await;
+        assert_eq!(
+            width, 1280,
+            "{html_page}: the laptop's viewport did not take"
+        );
+        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
+        too_wide.extend(
+            wide.into_iter()
+                .map(|w| format!("1280 px, {html_page}: {w}")),
+        );
         bounded(
             "a screenshot",
             page.save_screenshot(
@@ -296,22 +308,26 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
         )
         .await
         .unwrap_or_else(|e| panic!("{html_page}: screenshot: {e}"));
-        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
-        too_wide.extend(
-            wide.into_iter()
-                .map(|w| format!("1280 px, {html_page}: {w}")),
-        );
         checked += 1;
     }
     assert_eq!(checked, pages().len());
 
-    // The same pages on a phone, each with a screenshot of its own.
-    viewport(&page, 390, 844, true).await;
+    // The same pages on a phone, each with a screenshot of its own. A full-page screenshot
+    // ends by clearing the viewport's override, so each page sets the phone's viewport again
+    // and checks it took before it measures.
     let phone_shots = shots.join("390");
     std::fs::create_dir_all(&phone_shots).unwrap();
     for (_, html_page) in pages() {
         *current.lock().unwrap() = format!("{html_page} at 390 px");
+        viewport(&page, 390, 844, true).await;
         load(&page, &format!("{base}/{html_page}")).await;
+        let width: i64 = eval(&page, "the viewport's width", "window.innerWidth").await;
+        assert_eq!(width, 390, "{html_page}: the phone's viewport did not take");
+        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
+        too_wide.extend(
+            wide.into_iter()
+                .map(|w| format!("390 px, {html_page}: {w}")),
+        );
         bounded(
             "a phone screenshot",
             page.save_screenshot(
@@ -321,11 +337,6 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
         )
         .await
         .unwrap_or_else(|e| panic!("{html_page} at 390 px: screenshot: {e}"));
-        let wide: Vec<String> = eval(&page, "table widths", TABLES_WIDER_THAN_THEIR_COLUMN).await;
-        too_wide.extend(
-            wide.into_iter()
-                .map(|w| format!("390 px, {html_page}: {w}")),
-        );
     }
     viewport(&page, 1280, 900, false).await;
     assert!(
