@@ -308,7 +308,8 @@ impl Subject for Wired {
 }
 
 impl Process<Wired> {
-    pub(crate) fn reconciles(&self) -> u64 {
+    /// How many reconciles this process's controller has run.
+    pub fn reconciles(&self) -> u64 {
         self.started().metrics().reconciles()
     }
 }

@@ -186,7 +186,9 @@ where
     running.stop().await;
     row.lock().clone()
 }
+// book: end ch05_fn_check
 
+// book: ch05_fn_run
 /// One run of `check`: `source` holds ConfigMap `c` at `n = 0`, and each write sets `n = i`.
 pub async fn run(source: Source, variant: Variant, resync: Duration) -> Row {
     match source {
@@ -221,7 +223,7 @@ pub async fn run(source: Source, variant: Variant, resync: Duration) -> Row {
         }
     }
 }
-// book: end ch05_fn_check
+// book: end ch05_fn_run
 
 /// Chapter 05, "Both sources, both informers".
 pub fn ch05_checks() {

@@ -177,9 +177,12 @@ pub fn start_level(
 
 /// The edge design's informer handler: turns each callback into a [`Payload`] and queues it.
 pub struct QueuePayloads {
-    queue: RateLimitingQueue<Payload>,
-    heard: Arc<AtomicU64>,
-    hooks: Arc<dyn Hooks>,
+    /// Where each payload goes.
+    pub queue: RateLimitingQueue<Payload>,
+    /// How many events the handler heard.
+    pub heard: Arc<AtomicU64>,
+    /// The handler's hook, called first for every event.
+    pub hooks: Arc<dyn Hooks>,
 }
 
 // book: ch07_edge_handler
