@@ -80,8 +80,8 @@ fn depth_change(line: &str) -> i64 {
             '\'' => {
                 // A character literal ('{', '\''), or a lifetime ('a), which has no closing quote.
                 let ahead: String = chars.clone().take(3).collect();
-                if ahead.starts_with('\\') {
-                    let close = ahead[1..].find('\'').map_or(0, |i| i + 2);
+                if let Some(escaped) = ahead.strip_prefix('\\') {
+                    let close = escaped.find('\'').map_or(0, |i| i + 2);
                     for _ in 0..close {
                         chars.next();
                     }
@@ -278,6 +278,7 @@ fn the_check_fires_on_halves_and_on_a_reprint_and_passes_a_hidden_copy() {
     assert_eq!(halves.len(), 1, "{halves:?}");
     assert!(halves[0].contains("`fn timeline` has lines shown in 2 blocks: 01-a.md:2 (2 lines shown), 01-a.md:10 (4 lines shown)"), "{halves:?}");
 
+    assert_eq!(printed_twice(&one("01-a.md", SPLIT)), Vec::<String>::new());
     assert_eq!(
         printed_twice(&one("01-a.md", HIDDEN_COPY)),
         Vec::<String>::new()
