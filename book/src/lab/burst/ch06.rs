@@ -331,15 +331,15 @@ pub const COLUMN_HARNESSES: [Harness; 3] = [
         clock: "Go's virtual clock (synctest)",
     },
     Harness {
-        column: "this port, virtual clock",
-        short: "this port's under virtual time",
+        column: "this crate, virtual clock",
+        short: "this crate's under virtual time",
         controller: "this crate",
         cluster: "the embedded server, in process",
         clock: "tokio's paused clock",
     },
     Harness {
-        column: "this port, real clock",
-        short: "this port's under the real clock",
+        column: "this crate, real clock",
+        short: "this crate's under the real clock",
         controller: "this crate",
         cluster: "the embedded server, over HTTP",
         clock: "the real clock",
@@ -469,7 +469,7 @@ pub fn law_markdown(rows: &[LawRow]) -> String {
 }
 
 /// The law on every source's own figures: the essay's cost sweep ([`essay_law`]), client-go's
-/// recorded storm (read from [`RECORDED_ESSAY`]) and `port`, this port's virtual run of the
+/// recorded storm (read from [`RECORDED_ESSAY`]) and `port`, this crate's virtual run of the
 /// essay's storm. Snapshot `ch06_essay_law`.
 pub fn essay_law_table(port: &Report) -> String {
     let rec = Recording::read(RECORDED_ESSAY);
@@ -482,7 +482,7 @@ pub fn essay_law_table(port: &Report) -> String {
         rec.number_after("events heard", "reconciles") as u64,
     ));
     rows.push(law_row(
-        "this port, virtual clock",
+        "this crate, virtual clock",
         super::report_millis(port.burst_span),
         port.cost.as_millis() as u64,
         port.writes_issued,
@@ -509,8 +509,8 @@ struct EssayRow {
 }
 
 /// Every figure the essay gives, each beside client-go's under virtual time (read from
-/// [`RECORDED_ESSAY`] and [`RECORDED_SWEEPS`] when this runs), this port's under virtual time
-/// (`cost`, `writes`, `gap`: the three virtual sweeps) and, in the last column, this port's
+/// [`RECORDED_ESSAY`] and [`RECORDED_SWEEPS`] when this runs), this crate's under virtual time
+/// (`cost`, `writes`, `gap`: the three virtual sweeps) and, in the last column, this crate's
 /// under the real clock from `real` (the essay's storm and the three real sweeps), or the band
 /// that holds it when `real` is `None`.
 fn essay_rows(
@@ -658,13 +658,13 @@ fn essay_markdown(rows: &[EssayRow], last: &str) -> String {
     t
 }
 
-/// The essay's figures beside client-go's and this port's, as a Markdown table (snapshot
+/// The essay's figures beside client-go's and this crate's, as a Markdown table (snapshot
 /// `ch06_essay_vs_book`): the essay's, client-go's under virtual time read from the recordings
-/// when this runs, this port's under virtual time from the three sweeps, and the band that
-/// holds this port's under the real clock ([`essay_real_measured`] writes this run's values).
+/// when this runs, this crate's under virtual time from the three sweeps, and the band that
+/// holds this crate's under the real clock ([`essay_real_measured`] writes this run's values).
 pub fn essay_table(cost: &[Report], writes: &[Report], gap: &[Report]) -> String {
     let rows = essay_rows(cost, writes, gap, None);
-    essay_markdown(&rows, "this port, real clock (band)")
+    essay_markdown(&rows, "this crate, real clock (band)")
 }
 
 /// The same table with this run's real-clock values (`essay`: the essay's storm under the real
@@ -679,7 +679,7 @@ pub fn essay_real_measured(essay: &Report, sweeps: &[Vec<Report>]) {
         virtual_(Sweep::Gap),
     );
     let rows = essay_rows(&cost, &writes, &gap, Some((essay, sweeps)));
-    let table = essay_markdown(&rows, "this port, real clock (this run)");
+    let table = essay_markdown(&rows, "this crate, real clock (this run)");
     measured::record("ch06_essay_vs_book", table).expect("record the measured values");
 }
 
