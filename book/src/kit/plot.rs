@@ -52,7 +52,6 @@ use std::{
 use plotters::coord::{
     Shift,
     ranged1d::{AsRangedCoord, ValueFormatter},
-    types::RangedCoordf64,
 };
 use plotters::prelude::*;
 
@@ -101,10 +100,13 @@ pub struct Figure {
 }
 
 /// The series colours, in order: a second run of the same figure draws in the second one.
-const SERIES: [RGBColor; 3] = [
+const SERIES: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
 ];
 const LAW: RGBColor = RGBColor(214, 39, 40);
 const LEVEL: RGBColor = RGBColor(90, 90, 90);
@@ -231,9 +233,13 @@ impl Figure {
         {
             let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
             root.fill(&WHITE).expect("fill an SVG string");
-            match self.y.scale {
-                Scale::Log => self.draw(&root, x, (y.0..y.1).log_scale()),
-                _ => self.draw(&root, x, y.0..y.1),
+            match (&self.x.scale, &self.y.scale) {
+                (Scale::Log, Scale::Log) => {
+                    self.draw(&root, (x.0..x.1).log_scale(), (y.0..y.1).log_scale())
+                }
+                (Scale::Log, _) => self.draw(&root, (x.0..x.1).log_scale(), y.0..y.1),
+                (_, Scale::Log) => self.draw(&root, x.0..x.1, (y.0..y.1).log_scale()),
+                _ => self.draw(&root, x.0..x.1, y.0..y.1),
             }
             root.present().expect("finish an SVG string");
         }
@@ -241,7 +247,7 @@ impl Figure {
     }
 
     /// The drawn range of one axis, padded: from 0 (or below, if a value is) on a linear axis,
-    /// a factor of 2 either side on a log one, half a category either side on an ordinal one.
+    /// a factor of 1.3 either side on a log one, half a category either side on an ordinal one.
     fn range(&self, x: bool) -> (f64, f64) {
         let mut values = Vec::new();
         for layer in &self.layers {
@@ -271,7 +277,7 @@ impl Figure {
                     "figure {}: a log axis cannot show {lo}",
                     self.name
                 );
-                (lo / 2.0, hi * 2.0)
+                (lo / 1.3, hi * 1.3)
             }
             Scale::Linear => {
                 let lo = lo.min(0.0);
@@ -281,8 +287,10 @@ impl Figure {
         }
     }
 
-    fn draw<Y>(&self, root: &DrawingArea<SVGBackend<'_>, Shift>, x: (f64, f64), y: Y)
+    fn draw<X, Y>(&self, root: &DrawingArea<SVGBackend<'_>, Shift>, x: X, y: Y)
     where
+        X: AsRangedCoord<Value = f64>,
+        X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
         Y: AsRangedCoord<Value = f64>,
         Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
@@ -291,7 +299,7 @@ impl Figure {
             .margin(12)
             .x_label_area_size(46)
             .y_label_area_size(80)
-            .build_cartesian_2d(x.0..x.1, y)
+            .build_cartesian_2d(x, y)
             .expect("an SVG chart");
         let ordinal = match &self.x.scale {
             Scale::Ordinal(labels) => Some(labels.clone()),
@@ -323,13 +331,17 @@ impl Figure {
             mesh.x_labels(labels.len());
         }
         mesh.draw().expect("an SVG mesh");
+        let (x_lo, x_hi) = {
+            let r = chart.plotting_area().get_x_range();
+            (r.start, r.end)
+        };
         let (y_lo, y_hi) = {
             let r = chart.plotting_area().get_y_range();
             (r.start, r.end)
         };
         let mut series = SERIES.iter().cycle();
         for layer in &self.layers {
-            draw_layer(&mut chart, layer, &mut series, (x.0, x.1), (y_lo, y_hi));
+            draw_layer(&mut chart, layer, &mut series, (x_lo, x_hi), (y_lo, y_hi));
         }
         chart
             .configure_series_labels()
@@ -365,13 +377,14 @@ impl Figure {
 }
 
 /// Draws one layer; `series` hands out the next run's colour.
-fn draw_layer<'a, Y>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+fn draw_layer<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     layer: &Layer,
     series: &mut impl Iterator<Item = &'static RGBColor>,
     (x_lo, x_hi): (f64, f64),
     (y_lo, y_hi): (f64, f64),
 ) where
+    X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
     let dashed = |points: Vec<(f64, f64)>, colour: RGBColor| {

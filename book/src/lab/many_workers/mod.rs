@@ -535,7 +535,12 @@ pub fn rate_figure(points: &[Point], cost_ms: u64) -> Figure {
             .filter(|p| p.keys == keys && p.cost_ms == cost_ms && p.release == Release::V0_24.tag())
             .map(|p| (p.workers as f64, p.rate_per_s))
             .collect();
-        figure = figure.points(format!("{keys} keys"), series);
+        let label = if keys == 1 {
+            "1 key".to_string()
+        } else {
+            format!("{keys} keys")
+        };
+        figure = figure.points(label, series);
     }
     let ideal = WORKERS
         .iter()
