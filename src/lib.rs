@@ -138,6 +138,31 @@
 //! # });
 //! ```
 //!
+//! ## Testing your own controller
+//!
+//! With the `testing` feature (`controlloop = { version = "…", features = ["testing"] }` under
+//! `[dev-dependencies]`), `testing::TestCluster` is the front door: an embedded API server
+//! under the test's clock, a `kube::Client` for your controller and your test, objects applied
+//! from YAML or typed values, and a wait whose deadline is on the clock, whose failure prints
+//! what the server held and the requests it answered:
+//!
+//! ```ignore
+//! use controlloop::testing::TestCluster;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::Api;
+//! use std::time::Duration;
+//!
+//! #[tokio::test(start_paused = true)] // an hour of requeues takes no real time
+//! async fn my_controller_scales_web() {
+//!     let cluster = TestCluster::new();
+//!     cluster.apply_yaml(include_str!("fixtures/web.yaml")).await.unwrap();
+//!     tokio::spawn(my_operator::run(cluster.client())); // your controller, on this client
+//!     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+//!     let scaled = |cm: &ConfigMap| cm.data.as_ref().is_some_and(|d| d["replicas"] == "3");
+//!     cluster.wait_until(&api, "web", Duration::from_secs(3600), scaled).await.unwrap();
+//! }
+//! ```
+//!
 //! ## Deliberately wrong variants
 //!
 //! With the `broken` feature, each port has a `broken` module: a queue without its processing
@@ -151,8 +176,9 @@
 //! cores stepped one operation at a time (`workqueue::QueueCore`,
 //! `controller::priorityqueue::PriorityQueueCore`), a scripted lister-watcher and a store that
 //! records a reflector's calls (`cache::ScriptedListerWatcher`, `cache::RecordingStore`),
-//! `klog::capture`, and `testing`: an embedded cluster with an informer on its ConfigMaps, and
-//! a recorder of what reconciles acted on.
+//! `klog::capture`, and in `testing`, beside `TestCluster`, the fixture this crate's own tests
+//! stand on: an embedded cluster with an informer on its ConfigMaps, and a recorder of what
+//! reconciles acted on.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,5 +1,7 @@
-//! The fixture this crate's tests and the book's rig both stand on, with the `testing` feature:
-//! a cluster with an informer on its ConfigMaps ([`Fixture`]), the object whose `data.value` is
+//! Testing a controller of your own ([`TestCluster`]: a cluster for one test, objects applied
+//! from YAML or typed values, a wait with a deadline on the clock, and a dump of the server when
+//! it fails), and the fixture this crate's tests and the book's rig both stand on, with the
+//! `testing` feature: a cluster with an informer on its ConfigMaps ([`Fixture`]), the object whose `data.value` is
 //! a counter ([`object`], [`set_value`], [`value_of`]), an informer run in a task until it is
 //! stopped ([`RunningInformer`]), and a [`Recorder`] of what reconciles acted on.
 //!
@@ -36,9 +38,16 @@ use std::{
     time::Duration,
 };
 
+use std::fmt::Debug;
+
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams, WatchParams,
+};
+use kube::discovery::{Discovery, Scope, verbs};
 use parking_lot::Mutex;
+use serde::{Serialize, de::DeserializeOwned};
 use tokio::{sync::oneshot, task::JoinError, time::Instant};
 
 use crate::{
@@ -248,5 +257,261 @@ impl Recorder {
     /// The most reconciles that ever ran at once.
     pub fn max_in_flight(&self) -> u64 {
         self.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// A cluster for one test of your own controller: the embedded API server under tokio's clock,
+/// a [`kube::Client`] for it, objects applied from YAML or typed values, a wait for a condition
+/// with a deadline on the (paused) clock, and, when a wait fails, what the server held and the
+/// requests it answered.
+///
+/// ```
+/// use controlloop::testing::TestCluster;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::{Api, Patch, PatchParams};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true)
+/// #     .build().unwrap().block_on(async {
+/// // In a test of your own: #[tokio::test(start_paused = true)]
+/// let cluster = TestCluster::new();
+/// cluster
+///     .apply_yaml(
+///         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: default}\n\
+///          data: {replicas: '1'}\n",
+///     )
+///     .await
+///     .unwrap();
+/// let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+/// // Your controller would run here, on `cluster.client()`; this test changes the object itself.
+/// let patch = serde_json::json!({ "data": { "replicas": "3" } });
+/// api.patch("web", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+/// let scaled = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("replicas")).is_some_and(|r| r == "3");
+/// let cm = cluster.wait_until(&api, "web", Duration::from_secs(3600), scaled).await.unwrap();
+/// assert_eq!(cm.metadata.generation, None); // a ConfigMap keeps no generation
+/// # });
+/// ```
+pub struct TestCluster {
+    server: Cluster,
+    client: kube::Client,
+}
+
+/// Why a [`TestCluster`] call failed. A wait that ran out of time carries the server's objects
+/// and its request log, so the test's failure message shows what the controller saw.
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    /// The YAML could not be read as Kubernetes objects.
+    #[error("the YAML is not a list of Kubernetes objects: {0}")]
+    Yaml(String),
+    /// An object's `apiVersion` and `kind` name nothing the server serves.
+    #[error("the server serves no {0}")]
+    NotServed(String),
+    /// The server refused a request (its `Status` is inside).
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The condition did not hold within the deadline.
+    #[error("{what} did not hold within {within:?} of the clock\n{dump}")]
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// The deadline.
+        within: Duration,
+        /// The server's objects and its newest requests when the wait gave up.
+        dump: String,
+    },
+}
+
+/// How many of the newest requests a failure's dump shows.
+const DUMP_REQUESTS: usize = 40;
+
+/// How long [`TestCluster::wait_until`] waits before it watches again after a watch that ended
+/// without an event.
+const WATCH_RETRY: Duration = Duration::from_millis(100);
+
+impl TestCluster {
+    /// An embedded API server with the default options, and a client for it in process.
+    pub fn new() -> TestCluster {
+        TestCluster::with_options(ServerOptions::default())
+    }
+
+    /// An embedded API server with `options`.
+    pub fn with_options(options: ServerOptions) -> TestCluster {
+        let server = Cluster::new(options);
+        let client = server.in_process_client();
+        TestCluster { server, client }
+    }
+
+    /// A client for the server, for the controller under test and for the test itself.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The server itself: its test controls (dropped events, closed watches, failures) and its
+    /// request log.
+    pub fn server(&self) -> &Cluster {
+        &self.server
+    }
+
+    /// Creates each object of a YAML stream (documents separated by `---`), in order, or
+    /// replaces it if it exists, as `kubectl apply` would for objects it created; returns the
+    /// objects as the server stored them. A namespaced object without a namespace goes to
+    /// `default`.
+    pub async fn apply_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, TestError> {
+        let documents: Vec<serde_json::Value> =
+            serde_saphyr::from_str_multiple(yaml).map_err(|e| TestError::Yaml(e.to_string()))?;
+        let mut stored = Vec::new();
+        for document in documents.into_iter().filter(|d| !d.is_null()) {
+            let object: DynamicObject =
+                serde_json::from_value(document).map_err(|e| TestError::Yaml(e.to_string()))?;
+            stored.push(self.apply_dynamic(object).await?);
+        }
+        Ok(stored)
+    }
+
+    /// Creates `object`, or replaces it if it exists; returns it as the server stored it.
+    pub async fn apply<K>(&self, object: &K) -> Result<K, TestError>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned + Serialize,
+    {
+        let mut value = serde_json::to_value(object).map_err(|e| TestError::Yaml(e.to_string()))?;
+        value["apiVersion"] = K::api_version(&()).into();
+        value["kind"] = K::kind(&()).into();
+        let dynamic = serde_json::from_value(value).map_err(|e| TestError::Yaml(e.to_string()))?;
+        let stored = self.apply_dynamic(dynamic).await?;
+        let value = serde_json::to_value(stored).map_err(|e| TestError::Yaml(e.to_string()))?;
+        serde_json::from_value(value).map_err(|e| TestError::Yaml(e.to_string()))
+    }
+
+    async fn apply_dynamic(&self, object: DynamicObject) -> Result<DynamicObject, TestError> {
+        let types = object
+            .types
+            .clone()
+            .ok_or_else(|| TestError::Yaml("an object without apiVersion and kind".into()))?;
+        let (group, version) = match types.api_version.split_once('/') {
+            Some((group, version)) => (group.to_string(), version.to_string()),
+            None => (String::new(), types.api_version.clone()),
+        };
+        let gvk = GroupVersionKind::gvk(&group, &version, &types.kind);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|_| TestError::NotServed(format!("{}/{}", types.api_version, types.kind)))?;
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Namespaced => {
+                let namespace = object.metadata.namespace.as_deref().unwrap_or(NAMESPACE);
+                Api::namespaced_with(self.client(), namespace, &resource)
+            }
+            Scope::Cluster => Api::all_with(self.client(), &resource),
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        match api.create(&PostParams::default(), &object).await {
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let current = api.get(&name).await?;
+                let mut next = object;
+                next.metadata.resource_version = current.metadata.resource_version;
+                Ok(api.replace(&name, &PostParams::default(), &next).await?)
+            }
+            created => Ok(created?),
+        }
+    }
+
+    /// Waits until the object `name` of `api` exists and `condition` holds for it, re-reading it
+    /// at each change the server reports; fails with [`TestError::Timeout`] (and the dump) if
+    /// `within` passes first. Under a paused clock, an hour's deadline costs no real time.
+    pub async fn wait_until<K, F>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        within: Duration,
+        condition: F,
+    ) -> Result<K, TestError>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        F: Fn(&K) -> bool,
+    {
+        let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+        let wait = async {
+            loop {
+                let current = api.get_opt(name).await?;
+                if let Some(object) = current.as_ref().filter(|o| condition(o)) {
+                    return Ok::<K, TestError>(object.clone());
+                }
+                let version = match &current {
+                    Some(object) => object.meta().resource_version.clone().unwrap_or_default(),
+                    None => "0".to_string(),
+                };
+                // An event means: read again. A watch that ends or fails without one waits a
+                // moment first, so that a server refusing watches cannot spin the wait.
+                let mut events = api.watch(&params, &version).await?.boxed();
+                if !matches!(events.next().await, Some(Ok(_))) {
+                    tokio::time::sleep(WATCH_RETRY).await;
+                }
+            }
+        };
+        match tokio::time::timeout(within, wait).await {
+            Ok(result) => result,
+            Err(_) => Err(TestError::Timeout {
+                what: format!("the condition on {name}"),
+                within,
+                dump: self.dump().await,
+            }),
+        }
+    }
+
+    /// What the server holds (every object of every resource it serves, as `resource
+    /// namespace/name resourceVersion`) and its newest requests, for a failure message.
+    pub async fn dump(&self) -> String {
+        let mut out = String::from("objects:\n");
+        match Discovery::new(self.client()).run().await {
+            Ok(discovery) => {
+                for group in discovery.groups() {
+                    for (resource, capabilities) in group.recommended_resources() {
+                        if !capabilities.supports_operation(verbs::LIST) {
+                            continue;
+                        }
+                        let api: Api<DynamicObject> = Api::all_with(self.client(), &resource);
+                        match api.list(&Default::default()).await {
+                            Ok(list) => {
+                                for o in list.items {
+                                    let m = &o.metadata;
+                                    out.push_str(&format!(
+                                        "  {} {}/{} rv {}\n",
+                                        resource.plural,
+                                        m.namespace.as_deref().unwrap_or(""),
+                                        m.name.as_deref().unwrap_or(""),
+                                        m.resource_version.as_deref().unwrap_or(""),
+                                    ));
+                                }
+                            }
+                            Err(e) => out.push_str(&format!("  {}: {e}\n", resource.plural)),
+                        }
+                    }
+                }
+            }
+            Err(e) => out.push_str(&format!("  discovery failed: {e}\n")),
+        }
+        let requests = self.server.requests();
+        out.push_str(&format!(
+            "the newest {} of {} requests:\n",
+            requests.len().min(DUMP_REQUESTS),
+            requests.len()
+        ));
+        for r in &requests[requests.len().saturating_sub(DUMP_REQUESTS)..] {
+            let query = if r.query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", r.query)
+            };
+            out.push_str(&format!(
+                "  {} {}{} {}\n",
+                r.method, r.path, query, r.status
+            ));
+        }
+        out
+    }
+}
+
+impl Default for TestCluster {
+    fn default() -> Self {
+        TestCluster::new()
     }
 }
