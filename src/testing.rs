@@ -352,15 +352,18 @@ impl TestCluster {
         &self.server
     }
 
-    /// Creates each object of a YAML stream (documents separated by `---`), in order, or
-    /// replaces it if it exists, as `kubectl apply` would for objects it created; returns the
-    /// objects as the server stored them. A namespaced object without a namespace goes to
-    /// `default`.
+    /// Creates each object of a YAML stream (documents separated by `---`), or replaces it if
+    /// it exists, as `kubectl apply` would for objects it created; returns the objects as the
+    /// server stored them. CustomResourceDefinitions go first, the rest in the stream's order;
+    /// a namespaced object without a namespace goes to `default`.
     pub async fn apply_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, TestError> {
         let documents: Vec<serde_json::Value> =
             serde_saphyr::from_str_multiple(yaml).map_err(|e| TestError::Yaml(e.to_string()))?;
+        let mut documents: Vec<_> = documents.into_iter().filter(|d| !d.is_null()).collect();
+        // CustomResourceDefinitions first, so that the stream's custom objects are served.
+        documents.sort_by_key(|d| d["kind"] != "CustomResourceDefinition");
         let mut stored = Vec::new();
-        for document in documents.into_iter().filter(|d| !d.is_null()) {
+        for document in documents {
             let object: DynamicObject =
                 serde_json::from_value(document).map_err(|e| TestError::Yaml(e.to_string()))?;
             stored.push(self.apply_dynamic(object).await?);
