@@ -34,13 +34,25 @@ pub fn table() -> String {
         let width = b
             .width()
             .map_or(String::new(), |w| format!(", {w:.2}× wide"));
+        let regimes: Vec<String> = b
+            .regimes
+            .iter()
+            .map(|r| {
+                r.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
         table.push_str(&format!(
-            "{} ({}): {kind}\n  claim: {}\n  accepts {}{width} ({rule})\n  basis {}: {runs}\n",
-            b.name, b.chapter, b.claim, b.accepts, b.basis
+            "- **`{}`** ({}, {kind}): {}. Accepts {}{width} ({rule}). Basis `{}`: {runs}; {}.\n",
+            b.name,
+            b.chapter,
+            b.claim,
+            b.accepts,
+            b.basis,
+            regimes.join("; ")
         ));
-        for regime in &b.regimes {
-            table.push_str(&format!("    {regime}\n"));
-        }
     }
     table
     // book: end ch10_bands
