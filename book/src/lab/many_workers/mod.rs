@@ -259,17 +259,16 @@ pub fn check_sweep(points: &[Point]) {
     }
 }
 
-/// The sweep as the chapter prints it.
+/// The sweep as a Markdown table: one row per cost, key count and worker count where every
+/// release gave the same figures (its release column lists them), else one row per release.
 pub fn sweep_table(points: &[Point]) -> String {
     let mut out = String::from(
         "| release | cost (ms) | keys | workers | drain (ms) | rate (/s) | per key (min–max) | reconciles | overlaps |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for p in points {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {:.1} | {}–{} | {} | {} |",
-            p.release,
+    let figures = |p: &Point| {
+        format!(
+            "{} | {} | {} | {} | {:.1} | {}–{} | {} | {}",
             p.cost_ms,
             p.keys,
             p.workers,
@@ -279,7 +278,27 @@ pub fn sweep_table(points: &[Point]) -> String {
             p.per_key.1,
             p.reconciles,
             p.overlaps
-        );
+        )
+    };
+    let mut seen = Vec::new();
+    for p in points {
+        let at = (p.cost_ms, p.keys, p.workers);
+        if seen.contains(&at) {
+            continue;
+        }
+        seen.push(at);
+        let same: Vec<&Point> = points
+            .iter()
+            .filter(|q| (q.cost_ms, q.keys, q.workers) == at)
+            .collect();
+        if same.iter().all(|q| figures(q) == figures(p)) {
+            let releases: Vec<&str> = same.iter().map(|q| q.release).collect();
+            let _ = writeln!(out, "| {} | {} |", releases.join(", "), figures(p));
+        } else {
+            for q in same {
+                let _ = writeln!(out, "| {} | {} |", q.release, figures(q));
+            }
+        }
     }
     out
 }
