@@ -106,6 +106,7 @@ chapters! {
         ch03_env_override,
         ch03_queue_depth,
         ch03_early_pop,
+        ch03_on_138,
     ],
     ch04_resync = "04-resync.md" in resync [
         ch04_faithful,
@@ -169,6 +170,7 @@ chapters! {
         ch15_without_election,
         ch15_with_election,
         ch15_no_fencing,
+        ch15_release_after_outage,
     ],
     ch16_deletion = "16-deletion.md" in deletion [
         ch16_finalizers,
