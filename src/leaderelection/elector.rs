@@ -311,7 +311,8 @@ impl<L: ResourceLock> LeaderElector<L> {
         S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
         S::Future: Send + 'static,
     {
-        self.gate.wrap(inner)
+        self.gate
+            .wrap(inner, || LeaderElectionError::WriteGateClosed.into())
     }
 
     /// `Check`, for a health probe: an error when this elector thinks it leads but has not

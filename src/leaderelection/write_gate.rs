@@ -40,10 +40,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use super::elector::LeaderElectionError;
-
 /// A boxed error, as a `kube::Client`'s service may return.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The gate's state, shared by the elector and every service it gates: `Some` while open,
 /// with a token cancelled when it closes (keeps I3).
@@ -66,11 +64,13 @@ impl Gate {
         }
     }
 
-    /// `inner`, gated.
-    pub(crate) fn wrap<S>(&self, inner: S) -> Gated<S> {
+    /// `inner`, gated: a refused or abandoned write fails with `refused()` (the elector's
+    /// `WriteGateClosed`).
+    pub(crate) fn wrap<S>(&self, inner: S, refused: fn() -> BoxError) -> Gated<S> {
         Gated {
             gate: self.clone(),
             inner,
+            refused,
         }
     }
 }
@@ -88,6 +88,7 @@ fn is_safe(method: &http::Method) -> bool {
 pub(crate) struct Gated<S> {
     gate: Gate,
     inner: S,
+    refused: fn() -> BoxError,
 }
 
 impl<S, B> Service<http::Request<B>> for Gated<S>
@@ -110,15 +111,16 @@ where
             let read = self.inner.call(req);
             return Box::pin(async move { read.await.map_err(Into::into) });
         }
+        let refused = self.refused;
         let Some(closing) = self.gate.0.lock().clone() else {
             drop(req); // refused: the inner service never sees it
-            return Box::pin(async { Err(LeaderElectionError::WriteGateClosed.into()) });
+            return Box::pin(async move { Err(refused()) });
         };
         let write = self.inner.call(req);
         Box::pin(async move {
             tokio::select! {
                 biased;
-                () = closing.cancelled() => Err(LeaderElectionError::WriteGateClosed.into()),
+                () = closing.cancelled() => Err(refused()),
                 r = write => r.map_err(Into::into),
             }
         })
@@ -142,7 +144,7 @@ mod tests {
         let ok = service_fn(|_: http::Request<()>| async { Ok::<_, Infallible>(()) });
         let post = || {
             let req = http::Request::post("/").body(()).unwrap();
-            gate.wrap(ok).oneshot(req)
+            gate.wrap(ok, || "refused".into()).oneshot(req)
         };
         assert!(post().await.is_err(), "the gate starts closed");
         gate.open();
