@@ -3,7 +3,8 @@
 //! it fails), and the fixture this crate's tests and the book's rig both stand on, with the
 //! `testing` feature: a cluster with an informer on its ConfigMaps ([`Fixture`]), the object whose `data.value` is
 //! a counter ([`object`], [`set_value`], [`value_of`]), an informer run in a task until it is
-//! stopped ([`RunningInformer`]), and a [`Recorder`] of what reconciles acted on.
+//! stopped ([`RunningInformer`]), a [`Recorder`] of what reconciles acted on, and a lease lock
+//! that can be cut off from its server ([`CutOff`]).
 //!
 //! Not a port: it follows no upstream file. It sits on top of the ports and the clusters (it
 //! wires [`crate::apiserver`] to [`crate::cache`]), and none of them imports it.
@@ -53,6 +54,7 @@ use tokio::{sync::oneshot, task::JoinError, time::Instant};
 use crate::{
     apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, ListerWatcher, Object, SharedIndexInformer},
+    leaderelection::{LeaderElectionRecord, LockError, ResourceLock},
 };
 
 /// The namespace every object of the fixture lives in.
@@ -516,5 +518,52 @@ impl TestCluster {
 impl Default for TestCluster {
     fn default() -> Self {
         TestCluster::new()
+
+/// A lock whose every request fails at once while it is cut off, as a replica's requests do
+/// when a partition separates it from the API server (the recorders' reactor on client-go's
+/// fake clientset does the same).
+pub struct CutOff<L> {
+    /// The lock the requests go to while connected.
+    pub lock: L,
+    /// Set: cut off.
+    pub cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<L> CutOff<L> {
+    /// `lock`, connected; `cut` cuts it off while it is set.
+    pub fn new(lock: L, cut: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        CutOff { lock, cut }
+    }
+
+    fn refused(&self) -> Result<(), LockError> {
+        if self.cut.load(Ordering::SeqCst) {
+            let status = kube::core::Status::failure("the API server is unreachable", "");
+            return Err(LockError::Api(kube::Error::Api(status.boxed())));
+        }
+        Ok(())
+    }
+}
+
+impl<L: ResourceLock> ResourceLock for CutOff<L> {
+    async fn get(&self) -> Result<(LeaderElectionRecord, Vec<u8>), LockError> {
+        self.refused()?;
+        self.lock.get().await
+    }
+    async fn create(&self, record: LeaderElectionRecord) -> Result<(), LockError> {
+        self.refused()?;
+        self.lock.create(record).await
+    }
+    async fn update(&self, record: LeaderElectionRecord) -> Result<(), LockError> {
+        self.refused()?;
+        self.lock.update(record).await
+    }
+    fn record_event(&self, event: &str) {
+        self.lock.record_event(event);
+    }
+    fn identity(&self) -> &str {
+        self.lock.identity()
+    }
+    fn describe(&self) -> String {
+        self.lock.describe()
     }
 }

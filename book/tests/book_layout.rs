@@ -891,6 +891,16 @@ const BUILDS_ON: &[(&str, &str, &str)] = &[
         "reruns chapters 01 and 02 on both releases",
     ),
     ("moved", "resync", "reruns chapter 04 on both releases"),
+    (
+        "moved",
+        "fifo",
+        "runs chapter 03's FIFOs at client-go 1.37 and 1.38",
+    ),
+    (
+        "moved",
+        "second_replica",
+        "reruns chapter 15's release after an outage at client-go 1.37 and 1.38",
+    ),
     ("moved", "burst", "reruns chapter 06 on both releases"),
     (
         "moved",

@@ -913,3 +913,85 @@ fn ch12_fault_matrix() {
         compare_with_named(name, fault_matrix(release), &named);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Chapter 13, 1.37 → 1.38, and chapter 15's release after an outage: the scenarios whose
+// bodies differ between client-go v0.37.2 and v0.38.0-beta.0, run on the port at each minor
+// ---------------------------------------------------------------------------------------
+
+/// Each scenario chapter 13 runs at both minors, against each tag's recording; the
+/// informer's up to the part the port has no counterpart of (client-go's
+/// `NewInformerWithOptions`, whose handler runs on the processing goroutine). The list is
+/// chapter 13's `PORTED`, every recording named.
+#[test]
+fn ch13_v038_scenarios_on_both_minors() {
+    use controlloop_book::kit::moved::NOT_PORTED_PART;
+    use controlloop_book::lab::{fifo, moved, second_replica};
+    use moved::Run;
+    let scenarios: [(&str, &str, Run); 5] = [
+        (
+            "client_go_v0.37_fifo_batch_boundaries",
+            "client_go_v0.38_fifo_batch_boundaries",
+            moved::v038::batch_boundaries,
+        ),
+        (
+            "client_go_v0.37_fifo_interleave",
+            "client_go_v0.38_fifo_interleave",
+            fifo::interleave_popped,
+        ),
+        (
+            "client_go_v0.37_store_transaction_repeated_key",
+            "client_go_v0.38_store_transaction_repeated_key",
+            moved::v038::transaction,
+        ),
+        (
+            "client_go_v0.37_informer_batch_same_object",
+            "client_go_v0.38_informer_batch_same_object",
+            moved::v038::same_object,
+        ),
+        (
+            "client_go_v0.37_leader_election_release_after_outage",
+            "client_go_v0.38_leader_election_release_after_outage",
+            second_replica::release_after_outage,
+        ),
+    ];
+    assert_eq!(
+        scenarios.len(),
+        moved::PORTED.len(),
+        "chapter 13's PORTED, every one"
+    );
+    for (v037, v038, run) in scenarios {
+        for (recording, minor) in [(v037, 37), (v038, 38)] {
+            let port = lines(&run(minor));
+            if recording.ends_with("informer_batch_same_object") {
+                compare::compare_until(recording, NOT_PORTED_PART, port);
+            } else {
+                compare(recording, port);
+            }
+        }
+    }
+}
+
+/// The minor is what the comparison holds: the lease run at 1.37 fails the v0.38 recording,
+/// on the line where v0.38's release leaves b's Lease.
+#[test]
+#[should_panic(expected = "-17s: after a's release: holder \"b\"")]
+fn ch15_release_at_1_37_fails_the_v0_38_recording() {
+    use controlloop_book::lab::second_replica::release_after_outage;
+    compare(
+        "client_go_v0.38_leader_election_release_after_outage",
+        lines(&release_after_outage(37)),
+    );
+}
+
+/// And the FIFO at 1.37 fails the v0.38 recording, where v0.38 stops ending a batch at the
+/// repeated key.
+#[test]
+#[should_panic(expected = "+a repeats: updates a v2, b v2, a v3, c v2: 2 pops")]
+fn ch13_batches_at_1_37_fail_the_v0_38_recording() {
+    use controlloop_book::lab::moved::v038::batch_boundaries;
+    compare(
+        "client_go_v0.38_fifo_batch_boundaries",
+        lines(&batch_boundaries(37)),
+    );
+}

@@ -83,7 +83,11 @@
 //! 12. `Recovery` (alpha): a leader past its renew deadline keeps trying to renew instead
 //!     of ending `Run`, `OnStoppedLeading` once per loss, a health check for it, new config
 //!     checks. Not modelled (recorded: `leader_election_recovery`, not compared).
-//! 13. The write gate (`WriteGate()`): writes refused while not leading. Not modelled.
+//! 13. The write gate (`WriteGate()`): writes refused while not leading, a write in flight
+//!     when leading stops abandoned. Modelled on every minor (a new method, inert unless
+//!     used): [`LeaderElector::write_gate`], without `Recovery` (12), so it closes when `Run`
+//!     ends its leadership. Recorded: `leader_election_recovery` probes it, under `Recovery`
+//!     only (not compared).
 //!
 //! `tools/leaderelection/leasecandidate.go`
 //! 14. `NewCandidate` checks its arguments. Not modelled: the port has no lease candidate.
@@ -113,6 +117,7 @@
 //! [`Queue::pause`]: crate::workqueue::Queue::pause
 //! [`Queue::resume`]: crate::workqueue::Queue::resume
 //! [`LeaderElectionConfig::client_go_minor`]: crate::leaderelection::LeaderElectionConfig::client_go_minor
+//! [`LeaderElector::write_gate`]: crate::leaderelection::LeaderElector::write_gate
 
 use std::{collections::BTreeMap, fmt};
 

@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::lock::ResourceLock;
 use super::record::LeaderElectionRecord;
 use super::state::{Decision, Observed};
+use super::write_gate::Gate;
+use tower_service::Service;
 
 /// The acquire loop's jitter: each wait is `retry_period × (1 + r × 1.2)`, `r` in `[0, 1)`
 /// (`JitterFactor`).
@@ -40,6 +42,11 @@ pub enum LeaderElectionError {
     /// tolerance; it should have stopped leading.
     #[error("failed election to renew leadership on lease {0}")]
     NotRenewed(String),
+    /// A write through [`LeaderElector::write_gate`] while this elector did not lead, or in
+    /// flight when it stopped leading (upstream's `ErrWriteGateClosed`). A `kube::Client`
+    /// returns it inside `kube::Error::Service`.
+    #[error("not leading: the write gate refuses writes")]
+    WriteGateClosed,
 }
 
 /// How long a lease lasts, how long its holder keeps trying to renew it, how often everyone
@@ -72,8 +79,8 @@ pub struct LeaderElectionConfig {
     /// or 38 (v0.38.0-beta.0), chosen as the informer's is ([`FeatureGates::at_minor`]).
     /// From 38, a release also checks the holder it has just read, and leaves a Lease that
     /// another elector holds (on 37 it checks only the record it last observed, so after an
-    /// outage it can empty the new holder's Lease). The other v0.38 changes (`Recovery`, the
-    /// write gate) are not ported.
+    /// outage it can empty the new holder's Lease). v0.38's write gate is
+    /// [`LeaderElector::write_gate`], on every minor; its `Recovery` is not ported.
     ///
     /// [`FeatureGates::at_minor`]: crate::features::FeatureGates::at_minor
     pub client_go_minor: u32,
@@ -170,6 +177,8 @@ pub struct LeaderElector<L: ResourceLock> {
     observed: Mutex<Observed>,
     rng: Mutex<StdRng>,
     clock: Clock,
+    /// Open while this elector leads ([`LeaderElector::write_gate`]).
+    gate: Gate,
 }
 
 impl<L: ResourceLock> std::fmt::Debug for LeaderElector<L> {
@@ -230,6 +239,7 @@ impl<L: ResourceLock> LeaderElector<L> {
             config,
             lock,
             callbacks,
+            gate: Gate::default(),
         })
     }
 
@@ -259,6 +269,50 @@ impl<L: ResourceLock> LeaderElector<L> {
     /// to resume from an earlier observation, or to start a test from a given state.
     pub fn observe(&self, record: LeaderElectionRecord, at: Option<Instant>) {
         self.observed.lock().set_with_raw(record, at);
+    }
+
+    /// `WriteGate` (client-go v0.38.0-beta.0): `inner`, the service under a `kube::Client`,
+    /// with every request but a read (GET, HEAD, OPTIONS, TRACE) refused with
+    /// [`LeaderElectionError::WriteGateClosed`] while this elector does not lead, and a write
+    /// still in flight when it stops leading abandoned with that error. The gate opens when the
+    /// lease is acquired and closes when [`LeaderElector::run`] ends its leadership (after the
+    /// release, before the leading token is cancelled): without upstream's `Recovery`, which
+    /// is not ported, no earlier than the leading token. The lock's own client must not be
+    /// gated.
+    ///
+    /// ```
+    /// # use controlloop::apiserver::{Cluster, ServerOptions};
+    /// # use controlloop::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true)
+    /// #     .build().unwrap().block_on(async {
+    /// let cluster = Cluster::new(ServerOptions::default());
+    /// let lock = LeaseLock::new(cluster.in_process_client(), "default", "my-controller", "a");
+    /// let callbacks = LeaderCallbacks::new(|token| async move { token.cancelled().await }, || {});
+    /// let elector = LeaderElector::new(LeaderElectionConfig::default(), lock, callbacks).unwrap();
+    /// // The controllers' client: its writes pass only while `elector` leads.
+    /// let client = kube::Client::new(elector.write_gate(cluster.router()), "default");
+    /// # let _ = client;
+    /// # });
+    /// ```
+    pub fn write_gate<S, B>(
+        &self,
+        inner: S,
+    ) -> impl Service<
+        http::Request<B>,
+        Response = S::Response,
+        Error = Box<dyn std::error::Error + Send + Sync>,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+    where
+        S: Service<http::Request<B>> + Clone + Send + 'static,
+        S::Response: 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S::Future: Send + 'static,
+    {
+        self.gate
+            .wrap(inner, || LeaderElectionError::WriteGateClosed.into())
     }
 
     /// `Check`, for a health probe: an error when this elector thinks it leads but has not
@@ -300,6 +354,7 @@ impl<L: ResourceLock> LeaderElector<L> {
         let leading = ctx.child_token();
         tokio::spawn((self.callbacks.on_started_leading)(leading.clone()));
         self.renew(ctx).await;
+        self.gate.close(); // writes stop with the run, after any release (write gate I1)
         leading.cancel();
     }
 
@@ -333,6 +388,7 @@ impl<L: ResourceLock> LeaderElector<L> {
             self.maybe_report_transition();
             if succeeded {
                 self.lock.record_event("became leader");
+                self.gate.open(); // write gate I1
                 tracing::info!(target: "controlloop::leaderelection", lock = %self.lock.describe(), "successfully acquired lease");
                 return true;
             }

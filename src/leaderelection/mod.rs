@@ -1,6 +1,7 @@
 //! Leader election on a Lease: one of several replicas leads, the others wait to take over.
 //! Follows kubernetes/client-go v0.37.2 `tools/leaderelection/leaderelection.go` and
-//! `resourcelock/leaselock.go`.
+//! `resourcelock/leaselock.go`, and v0.38.0-beta.0's release check and write gate
+//! (`writegate.go`).
 //!
 //! Every candidate runs a [`LeaderElector`] on the same lock (a [`LeaseLock`]: a
 //! `coordination.k8s.io/v1` Lease). The holder writes its identity and a renew time into the
@@ -86,8 +87,10 @@
 //!
 //! # Differences from upstream
 //! - client-go v0.38.0-beta.0's release check is followed when
-//!   [`LeaderElectionConfig::client_go_minor`] is 38; its `Recovery` mode and write gate are
-//!   not ported (the list: [`crate::features`], "client-go v0.37.2 → v0.38.0-beta.0").
+//!   [`LeaderElectionConfig::client_go_minor`] is 38; its write gate is ported
+//!   ([`LeaderElector::write_gate`], on every minor: it changes nothing unless used); its
+//!   `Recovery` mode is not (the list: [`crate::features`], "client-go v0.37.2 →
+//!   v0.38.0-beta.0").
 //! - This is not a fence, exactly as upstream warns: a leader that stops running (a paused
 //!   process, a stalled node) keeps acting when it resumes until its renew loop gives up, up to
 //!   `renew_deadline` later, while another replica may already lead.
@@ -128,6 +131,7 @@ mod elector;
 mod lock;
 mod record;
 mod state;
+mod write_gate;
 
 pub use elector::{
     JITTER_FACTOR, LeaderCallbacks, LeaderElectionConfig, LeaderElectionError, LeaderElector,

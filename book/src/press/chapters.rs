@@ -93,6 +93,7 @@ chapters! {
         ch03_env_override,
         ch03_queue_depth,
         ch03_early_pop,
+        ch03_on_138,
     ],
     ch04_resync = "04-resync.md" in resync [
         ch04_faithful,
@@ -146,6 +147,7 @@ chapters! {
         ch15_without_election,
         ch15_with_election,
         ch15_no_fencing,
+        ch15_release_after_outage,
     ],
     ch18_many_workers = "18-many-workers.md" in many_workers [
         ch18_sweep,

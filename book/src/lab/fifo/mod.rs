@@ -11,16 +11,16 @@
 //! Every FIFO is built the way an informer builds it: [`select_fifo`] on the gates of an
 //! emulated Kubernetes version, then [`FifoChoice::build`] with the informer's (empty) cache.
 
-use std::{fmt, sync::Arc};
+use std::{cell::RefCell, fmt, sync::Arc};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 
-use crate::kit::snap;
+use crate::kit::{moved::ClientGo, snap};
 use controlloop::cache::{Delta, Deltas};
 use controlloop::cache::{
-    DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Fifo, FifoChoice, InformerFifo, Store,
-    select_fifo,
+    DeltaFifo, DeltaFifoOptions, DeltaObject, DeltaType, Fifo, FifoChoice, InformerFifo, RealFifo,
+    RealFifoOptions, Store, select_fifo,
 };
 use controlloop::features::{Feature, FeatureGates, PreRelease};
 use controlloop::klog;
@@ -353,6 +353,98 @@ pub fn queue_depth(minor: u32, objects: usize, updates: u32) -> DepthReport {
     }
 }
 // book: end ch03_fn_queue_depth
+
+/// `[Updated a v2, Updated b v2]`: deltas as the recordings of upstream print them.
+pub fn deltas(ds: &[Delta<ConfigMap>]) -> String {
+    let labels: Vec<String> = ds.iter().map(delta_label).collect();
+    format!("[{}]", labels.join(", "))
+}
+
+// book: ch03_fn_batches
+/// The informer's loop on a RealFIFO in batches: PopBatch until nothing is queued, printing
+/// each Pop and whether it went to the batch or to the single-delta function.
+pub fn batches(what: &str, fifo: &RealFifo<ConfigMap>) -> String {
+    let mut pops = Vec::new();
+    loop {
+        let got = RefCell::new(String::new());
+        let popped = fifo.try_pop_batch(
+            |ds: &[Delta<ConfigMap>], _| {
+                *got.borrow_mut() = format!("batch {}", deltas(ds));
+                Ok::<(), ()>(())
+            },
+            |d: &Deltas<ConfigMap>, _| {
+                *got.borrow_mut() = format!("single {}", deltas(&d.0));
+                Ok(())
+            },
+        );
+        match popped {
+            None => break,
+            Some(r) => pops.push(r.map(|_| got.into_inner()).expect("never fails")),
+        }
+    }
+    let mut text = format!("{what}: {} pops\n", pops.len());
+    for (i, p) in pops.iter().enumerate() {
+        text += &format!("  pop {}: {p}\n", i + 1);
+    }
+    text
+}
+
+/// The six interleaved events (without resourceVersions) through DeltaFIFO and RealFIFO
+/// Popped one at a time, as informers built them at 1.32 and 1.33, and through the atomic
+/// RealFIFO the informer builds at 1.`minor`, popped in batches as its loop pops it.
+pub fn interleave_popped(minor: u32) -> String {
+    let queue = |fifo: &InformerFifo<ConfigMap>| {
+        fifo.add(cm("alpha", Some(1))).unwrap();
+        fifo.add(cm("beta", Some(1))).unwrap();
+        fifo.update(cm("alpha", Some(2))).unwrap();
+        fifo.update(cm("beta", Some(2))).unwrap();
+        fifo.update(cm("alpha", Some(3))).unwrap();
+        fifo.delete(cm("beta", Some(2))).unwrap();
+    };
+    let mut text = String::new();
+    for (old, what) in [(32, "DeltaFIFO Pop"), (33, "RealFIFO Pop")] {
+        let choice = select_fifo(&FeatureGates::at_minor(old).unwrap());
+        let fifo = choice.build("*v1.ConfigMap", &Store::new());
+        queue(&fifo);
+        let pops = drain(&fifo);
+        text += &format!("{what}: {} pops\n", pops.len());
+        for (i, p) in pops.iter().enumerate() {
+            text += &format!("  pop {}: [{}]\n", i + 1, p.join(", "));
+        }
+    }
+    let choice = select_fifo(&FeatureGates::at_minor(minor).unwrap());
+    let fifo = RealFifo::new(RealFifoOptions {
+        atomic_events: choice.atomic_events,
+        unlock_while_processing: choice.unlock_while_processing,
+        emit_delta_type_bookmark: choice.emit_bookmarks,
+        batches_repeat_keys: choice.batches_repeat_keys, // from 1.38 on
+        ..RealFifoOptions::default()
+    })
+    .unwrap();
+    queue(&InformerFifo::Real(fifo.clone()));
+    text + &batches("atomic RealFIFO PopBatch", &fifo)
+}
+// book: end ch03_fn_batches
+
+/// Chapter 03, "On 1.38": the six events popped in batches at 1.37 and at 1.38.
+pub fn ch03_on_138() {
+    // book: ch03_on_138
+    let recorded = |minor| ClientGo(minor).recorded("fifo_interleave").unwrap();
+    let (v037, v038) = (interleave_popped(37), interleave_popped(38));
+    assert_eq!(v037, recorded(37)); // client-go v0.37.2, line for line
+    assert_eq!(v038, recorded(38)); // client-go v0.38.0-beta.0, line for line
+    // What chapter 03 claims of Pop holds on both: DeltaFIFO 2 Pops, RealFIFO 6, in order.
+    let pop_lines = |text: &str| text.lines().take(10).collect::<Vec<_>>().join("\n");
+    assert_eq!(pop_lines(&v037), pop_lines(&v038));
+    // What moved is the batch: three on 1.37, one on 1.38, the six deltas in the same order.
+    assert!(v037.contains("atomic RealFIFO PopBatch: 3 pops\n"));
+    assert!(v038.contains("atomic RealFIFO PopBatch: 1 pops\n"));
+    snap::text(
+        "ch03_on_138",
+        format!("client-go 1.37:\n{v037}\nclient-go 1.38:\n{v038}"),
+    );
+    // book: end ch03_on_138
+}
 
 /// Chapter 03, "What broke quietly at 1.33".
 pub fn ch03_queue_depth() {

@@ -1,12 +1,15 @@
 //! Chapter 13's experiments ("When upstream moves"): the book's snapshots that move when the
 //! controller follows controller-runtime v0.24 instead of v0.22, each run on both releases and
-//! diffed; and the move from v0.24 to v0.25, where every claim is run on both and found
-//! unmoved, beside the recordings of both tags. Each function's body is a chapter block,
-//! verbatim.
+//! diffed; the move from v0.24 to v0.25, where every claim is run on both and found
+//! unmoved, beside the recordings of both tags; and client-go 1.37 → 1.38, where each scenario
+//! whose recorded body moved is run on the port at both minors and compared with both
+//! recordings ([`v038`]). Each function's body is a chapter block, verbatim.
+
+pub mod v038;
 
 use std::time::Duration;
 
-use crate::kit::moved::{Moved, flat_yaml};
+use crate::kit::moved::{ClientGo, Moved, flat_yaml, ported_part};
 use crate::kit::recorded::Recording;
 use crate::kit::snap;
 use crate::lab::burst::{
@@ -14,11 +17,14 @@ use crate::lab::burst::{
     priority::{Objects, storm_and_initial_list},
 };
 use crate::lab::edge;
+use crate::lab::fifo::interleave_popped;
 use crate::lab::resync::{HOUR, Read, Setup, timeline};
 use crate::lab::rig;
+use crate::lab::second_replica::release_after_outage;
 use crate::lab::workqueue::backoff::{bucket, default_limiter, forget_without_done};
 use crate::lab::workqueue::coalescing::controller_queue;
 use controlloop::controller::Release::{V0_22, V0_24, V0_25};
+use v038::{batch_boundaries, same_object, transaction};
 
 /// Chapter 01's walk on the controller's queue.
 pub fn ch13_walk() -> Moved {
@@ -230,6 +236,164 @@ pub fn ch13_v025() -> String {
     table
 }
 
+/// Chapter 13, 1.37 → 1.38: RealFIFO's batches.
+pub fn ch13_v038_batches() -> Moved<ClientGo> {
+    // book: ch13_v038_batches
+    let run = |ClientGo(minor)| batch_boundaries(minor);
+    let moved = Moved::between("fifo_batch_boundaries", ClientGo(37), ClientGo(38), run);
+    moved.assert_moved(
+        &[
+            "a repeats: updates a v2, b v2, a v3, c v2: 2 pops",
+            "  pop 1: batch [Updated a v2, Updated b v2]",
+            "  pop 2: batch [Updated a v3, Updated c v2]",
+            "no key for broken: updates a v2, broken v2, c v2: 2 pops",
+            "  pop 1: batch [Updated a v2, Updated broken v2]",
+            "  pop 2: single [Updated c v2]",
+        ],
+        &[
+            "a repeats: updates a v2, b v2, a v3, c v2: 1 pops",
+            "  pop 1: batch [Updated a v2, Updated b v2, Updated a v3, Updated c v2]",
+            "no key for broken: updates a v2, broken v2, c v2: 1 pops",
+            "  pop 1: batch [Updated a v2, Updated broken v2, Updated c v2]",
+        ],
+    );
+    snap::text("ch13_v038_batches", moved.diff());
+    // book: end ch13_v038_batches
+    moved
+}
+
+/// Chapter 13, 1.37 → 1.38: a store transaction that writes one key twice.
+pub fn ch13_v038_transaction() -> Moved<ClientGo> {
+    // book: ch13_v038_transaction
+    let run = |ClientGo(minor)| transaction(minor);
+    let name = "store_transaction_repeated_key";
+    let moved = Moved::between(name, ClientGo(37), ClientGo(38), run);
+    moved.assert_moved(
+        &["the index function saw: x v1, x v2, x v2, x v3, y v1"],
+        &["the index function saw: x v1, x v3, y v1"],
+    );
+    snap::text("ch13_v038_transaction", moved.diff());
+    // book: end ch13_v038_transaction
+    moved
+}
+
+/// Chapter 13, 1.37 → 1.38: a shared informer whose processing finds one object updated
+/// twice.
+pub fn ch13_v038_same_object() -> Moved<ClientGo> {
+    // book: ch13_v038_same_object
+    let run = |ClientGo(minor)| same_object(minor);
+    let name = "informer_batch_same_object";
+    let moved = Moved::between(name, ClientGo(37), ClientGo(38), run);
+    let saw = "  the store's index function saw (each write: the old object, then the new):";
+    moved.assert_moved(
+        &[&format!("{saw} x v1, x v2, x v2, x v3")],
+        &[&format!("{saw} x v1, x v3")],
+    );
+    snap::text("ch13_v038_same_object", moved.diff());
+    // book: end ch13_v038_same_object
+    moved
+}
+
+/// Chapter 13, 1.37 → 1.38: chapter 15's release after an outage.
+pub fn ch13_v038_release() -> Moved<ClientGo> {
+    // book: ch13_v038_release
+    let run = |ClientGo(minor)| release_after_outage(minor);
+    let name = "leader_election_release_after_outage";
+    let moved = Moved::between(name, ClientGo(37), ClientGo(38), run);
+    let after = "17s: after a's release: holder";
+    moved.assert_moved(
+        &[&format!(r#"{after} "", leaseDurationSeconds 1, leaseTransitions 1; a leads false, b leads true"#)],
+        &[&format!(r#"{after} "b", leaseDurationSeconds 11, leaseTransitions 1; a leads true, b leads true"#)],
+    );
+    snap::text("ch13_v038_release", moved.diff());
+    // book: end ch13_v038_release
+    moved
+}
+
+// book: ch13_fn_v038_row
+/// A scenario, run on the port at one client-go minor, printed as its recording is.
+pub type Run = fn(u32) -> String;
+
+/// The scenarios the port runs at both minors, each printed as its recording is.
+pub const PORTED: [(&str, Run); 5] = [
+    ("fifo_batch_boundaries", batch_boundaries),
+    ("fifo_interleave", interleave_popped),
+    ("store_transaction_repeated_key", transaction),
+    ("informer_batch_same_object", same_object),
+    ("leader_election_release_after_outage", release_after_outage),
+];
+
+/// The recorded scenarios whose bodies differ between the tags while the port at 1.38 does
+/// not move, each with the reason.
+pub const PORT_UNMOVED: [(&str, &str); 4] = [
+    (
+        "fake_clientset_resource_versions",
+        "the fake's deletes; the port's fake follows v0.37",
+    ),
+    (
+        "feature_gates",
+        "rows for 1.38 added; the modelled gates resolve as at 1.37",
+    ),
+    (
+        "informer_batch_key_error",
+        "only in NewInformerWithOptions' part, which the port lacks",
+    ),
+    (
+        "method",
+        "no controller-runtime on v0.38: no predicate column",
+    ),
+];
+
+/// One recorded scenario's row: its v0.37.2 body against its v0.38.0-beta.0 body, and where
+/// they differ, the port at 1.37 and at 1.38 against each tag's recording.
+pub fn v038_row(name: &str, v037: Option<&str>, v038: &str) -> Result<String, String> {
+    let row = |what: &str| Ok(format!("{name:<40} {what}\n"));
+    let Some(v037) = v037 else {
+        return row("recorded on v0.38 only");
+    };
+    if v037 == v038 {
+        return row("unchanged");
+    }
+    if let Some((_, run)) = PORTED.iter().find(|(n, _)| *n == name) {
+        let port = Moved::between(name, ClientGo(37), ClientGo(38), |ClientGo(m)| run(m));
+        for ((side, text), body) in [(&port.old, v037), (&port.new, v038)] {
+            if *text != ported_part(body) {
+                return Err(format!("{name}: the port at {side} is not the recording"));
+            }
+        }
+        let (removed, added) = port.changes();
+        return row(&format!(
+            "moved, as recorded: -{} +{} lines",
+            removed.len(),
+            added.len()
+        ));
+    }
+    match PORT_UNMOVED.iter().find(|(n, _)| *n == name) {
+        Some((_, why)) => row(&format!("differs, the port does not move: {why}")),
+        None => Err(format!(
+            "{name} moved between v0.37.2 and v0.38.0-beta.0, and no block shows it"
+        )),
+    }
+}
+// book: end ch13_fn_v038_row
+
+/// Chapter 13, 1.37 → 1.38: every scenario recorded on v0.38.0-beta.0, with its row.
+pub fn ch13_v038() -> String {
+    // book: ch13_v038
+    let mut table = format!("{:<40} v0.37.2 → v0.38.0-beta.0\n", "recorded scenario");
+    for new in Recording::names()
+        .iter()
+        .filter(|n| n.starts_with("client_go_v0.38_"))
+    {
+        let name = &new["client_go_v0.38_".len()..];
+        let (v037, v038) = (ClientGo(37).recorded(name), ClientGo(38).recorded(name));
+        table += &v038_row(name, v037.as_deref(), &v038.unwrap()).unwrap();
+    }
+    snap::text("ch13_v038", &table);
+    // book: end ch13_v038
+    table
+}
+
 /// Everything chapter 13 shows (the `cargo run` experiment).
 pub fn ch13_moved() {
     ch13_walk();
@@ -238,4 +402,9 @@ pub fn ch13_moved() {
     ch13_remedy();
     ch13_unmoved();
     ch13_v025();
+    ch13_v038_batches();
+    ch13_v038_transaction();
+    ch13_v038_same_object();
+    ch13_v038_release();
+    ch13_v038();
 }

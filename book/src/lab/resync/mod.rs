@@ -45,6 +45,7 @@ use controlloop::controller::{
     Context, Controller, Event, ReconcileError, ReconcileResult, Request,
     predicate::{GenerationChanged, Predicate},
 };
+use controlloop::features::FeatureGates;
 use controlloop::resources::Widget;
 
 mod parts;
@@ -62,9 +63,14 @@ pub async fn timeline(setup: Setup) -> Report {
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
     create_at_generation_7(&widgets, "w", "red").await;
 
-    // The informer, with the resync period the cache gives it: 10 hours, jittered.
+    // The informer, with the resync period the cache gives it (10 hours, jittered), at the
+    // gates of Kubernetes 1.minor.
     let period = sync_period(setup.seed).next();
-    let options = InformerOptions::new(period);
+    let gates = FeatureGates::at_minor(setup.minor).unwrap();
+    let options = InformerOptions {
+        gates,
+        ..InformerOptions::new(period)
+    };
     let informer = Arc::new(broken::informer(widgets.clone(), options, setup.variant));
     // Beside the controller's handler, one that records what each update carries.
     let updates = Arc::new(Mutex::new(UpdateCounts::default()));

@@ -63,6 +63,9 @@ pub struct Setup {
     pub watch_fault: Option<WatchFault>,
     /// The controller-runtime release the controller follows (the book's: v0.25).
     pub release: Release,
+    /// The Kubernetes minor whose gates the informer runs at (`FeatureGates::at_minor`): 37,
+    /// the informer's default, or 38 (client-go v0.38.0-beta.0's batches).
+    pub minor: u32,
     /// The seed of the cache's resync jitter ([`SyncPeriod::seeded`]): the informer resyncs
     /// every P, 10 hours times a factor in [0.9, 1.1).
     pub seed: u64,
@@ -79,6 +82,7 @@ impl Setup {
             requeue_after: None,
             watch_fault: None,
             release: Release::default(),
+            minor: 37,
             seed: SEED,
         }
     }
@@ -156,7 +160,7 @@ impl Reconcile {
 /// What a run saw.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The FIFO the 1.37 gates selected (the same as 1.36's).
+    /// The FIFO the informer's gates selected (at 1.37, the same as 1.36's).
     pub fifo: String,
     /// The counting handler's `on_update` counts.
     pub updates: UpdateCounts,

@@ -31,7 +31,10 @@
 //! workers), which is what the exit amounts to for the keys in flight.
 
 pub mod bands;
+pub mod outage;
 pub mod real;
+
+pub use outage::{ch15_release_after_outage, release_after_outage};
 
 use std::{
     future::Future,
