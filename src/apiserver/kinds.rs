@@ -25,6 +25,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
+use super::storage;
 use super::strategic::{self, Ty};
 use super::validation::{self, NameRule, ReasonedCause};
 use crate::resources::{PlainWidget, Widget};
@@ -299,6 +300,13 @@ impl Kind {
         if self.kind == "Lease" {
             lease_spec(v, &mut causes);
         }
+        // `ValidateNamespace` names the list; on update the stored list is kept (and checked
+        // by the finalize subresource, entry by entry, in storage).
+        if self.kind == "Namespace" && create {
+            for (_, m) in storage::spec_finalizer_causes(v, false) {
+                causes.push(("spec.finalizers", m));
+            }
+        }
         if causes.is_empty() {
             Ok(())
         } else {
@@ -360,7 +368,7 @@ impl Kind {
     }
 
     /// `Canonicalize`: a Namespace's name label matches its name.
-    fn canonicalize(&self, obj: &mut Value) {
+    pub(crate) fn canonicalize(&self, obj: &mut Value) {
         let name = obj["metadata"]["name"].clone();
         obj["metadata"]["labels"][NAMESPACE_NAME_LABEL] = name;
     }
