@@ -34,6 +34,20 @@ fn named<K: kube::Resource + Default>(name: &str, ns: Option<&str>) -> K {
     k
 }
 
+/// Creates the namespace `big` with [`OBJECTS`] ConfigMaps (written without events: no
+/// watch is open yet).
+async fn fill(cluster: &Cluster, namespaces: &Api<Namespace>) {
+    namespaces
+        .create(&PostParams::default(), &named("big", None))
+        .await
+        .unwrap();
+    for i in 0..OBJECTS {
+        cluster
+            .silent_write(&named::<ConfigMap>(&format!("cm-{i:05}"), Some("big")))
+            .expect("a ConfigMap is stored");
+    }
+}
+
 /// The informer's lists of ConfigMaps: a plain list, or (client-go v0.37's default, the
 /// WatchListClient gate) a watch that starts with the initial state (`sendInitialEvents`).
 /// A watch that resumes is not one.
@@ -51,15 +65,7 @@ async fn deleting_a_namespace_of_12000_objects_sends_one_deleted_each_and_no_410
     let cluster = Cluster::new(ServerOptions::default());
     let client = cluster.in_process_client();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(&PostParams::default(), &named("big", None))
-        .await
-        .unwrap();
-    for i in 0..OBJECTS {
-        cluster
-            .silent_write(&named::<ConfigMap>(&format!("cm-{i:05}"), Some("big")))
-            .expect("a ConfigMap is stored");
-    }
+    fill(&cluster, &namespaces).await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "big");
     let from = cluster.resource_version().to_string();
 
@@ -144,4 +150,37 @@ async fn deleting_a_namespace_of_12000_objects_sends_one_deleted_each_and_no_410
         "the raw watch only: the informer's watch never ended"
     );
     task.abort();
+}
+
+/// The sweep runs in steps, each under the storage lock once, and yields between them: a
+/// namespace of any size holds the lock for one step's objects at a time.
+#[tokio::test(start_paused = true)]
+async fn a_namespace_is_swept_in_steps_that_let_other_tasks_run_between_them() {
+    let cluster = Cluster::new(ServerOptions::default());
+    let namespaces: Api<Namespace> = Api::all(cluster.in_process_client());
+    fill(&cluster, &namespaces).await;
+    let delete = {
+        let namespaces = namespaces.clone();
+        tokio::spawn(async move { namespaces.delete("big", &DeleteParams::default()).await })
+    };
+    let mut seen = Vec::new();
+    within("the sweep never finished", async {
+        while !delete.is_finished() {
+            seen.push(cluster.object_count::<ConfigMap>());
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(delete.await.unwrap().is_ok());
+    let between: Vec<usize> = seen
+        .iter()
+        .copied()
+        .filter(|n| 0 < *n && *n < OBJECTS)
+        .collect();
+    assert!(
+        between.len() >= OBJECTS / 1024 - 1,
+        "other tasks ran between the sweep's steps: {between:?}"
+    );
+    assert_eq!(cluster.object_count::<ConfigMap>(), 0);
+    assert!(namespaces.get_opt("big").await.unwrap().is_none());
 }

@@ -86,8 +86,9 @@
 //!    grows by no more than a few KiB per unread list or watch.
 //! 5. No request holds a worker thread for long: selector matching yields to other tasks
 //!    every 4,096 requirement checks (`selector::Turns`), selectors are capped (256
-//!    requirements, 64 KiB), a list gives up at the request deadline (504), and watches do not
-//!    count against the limits on requests in flight (serve I4).
+//!    requirements, 64 KiB), a list gives up at the request deadline (504), a namespace's
+//!    delete sweeps its objects 1,024 per hold of the storage lock (storage's `namespaces`
+//!    I4), and watches do not count against the limits on requests in flight (serve I4).
 //!
 //! # Concurrency
 //! `Shared::storage` (a `parking_lot::Mutex`) guards objects, revisions and history. The

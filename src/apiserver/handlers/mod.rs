@@ -47,7 +47,7 @@ use super::errors::ApiError;
 use super::field_validation::{self, Directive};
 use super::kinds::{KINDS, Kind, NAMESPACES};
 use super::patch::{Patch, PatchType};
-use super::storage::{Preconditions, Stored, UpdateMode};
+use super::storage::{Preconditions, SWEEP_STEP, Stored, Sweep, UpdateMode};
 use super::validation;
 use super::{Cluster, discovery, protobuf, yaml};
 use reads::{flag, list, signed, start_watch};
@@ -346,6 +346,9 @@ async fn dispatch(
                     st.delete(t.kind, ns, name, &pre, now)
                 }
             })?;
+            if t.kind == NAMESPACES && !dry_run {
+                sync_namespace(cluster, name, now).await;
+            }
             // Upstream answers 200 whether the object is gone or only marked deleted, except
             // that a delete asking for cascading (`orphanDependents: false`) that did not
             // remove the object at once is 202 (`endpoints/handlers/delete.go`).
@@ -391,6 +394,26 @@ async fn dispatch(
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
+}
+
+/// The namespace controller's sync of a namespace being deleted, run before the delete is
+/// answered (so a client finds the namespace's end done, as the module docs say): in steps of
+/// [`SWEEP_STEP`] objects, each under the storage lock once, yielding between them so other
+/// requests and watchers run. It runs in a task of its own: a client that goes away mid-way
+/// does not leave the namespace half swept.
+async fn sync_namespace(cluster: &Cluster, name: &str, now: k8s_openapi::jiff::Timestamp) {
+    let cluster = cluster.clone();
+    let name = name.to_owned();
+    let task = tokio::spawn(async move {
+        let mut sweep = Sweep::default();
+        while cluster
+            .write(|st| Ok(st.sync_namespace_step(&name, now, &mut sweep, SWEEP_STEP)))
+            .unwrap_or(false)
+        {
+            tokio::task::yield_now().await;
+        }
+    });
+    let _ = task.await;
 }
 
 /// `deletecollection` (`endpoints/handlers/delete.go`, the registry's `DeleteCollection`):

@@ -58,7 +58,7 @@
 mod namespaces;
 mod read;
 
-pub(crate) use namespaces::spec_finalizer_causes;
+pub(crate) use namespaces::{SWEEP_STEP, Sweep, spec_finalizer_causes};
 pub(crate) use read::Batch;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -775,10 +775,9 @@ impl Storage {
             let mut obj = cur_v;
             obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
             obj["status"]["phase"] = json!("Terminating");
+            // The caller runs the controller's sync next, in steps (`sync_namespace_step`).
             let staged = self.stage(obj, Some(&cur))?;
-            let marked = self.commit(kind, EventType::Modified, key, staged, Some(cur), false);
-            self.sync_namespace(name, now);
-            return Ok(marked);
+            return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
         }
         // A later delete of a namespace removes it only once `spec.finalizers` is empty; then
         // it is deleted as any object is (its metadata.finalizers may still hold it).

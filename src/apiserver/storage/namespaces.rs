@@ -25,6 +25,9 @@
 //!    own bounds (storage I2).
 //! 3. The conditions are written only when one changes (`updateConditions`), and a condition's
 //!    `lastTransitionTime` moves only when its status does.
+//! 4. A sweep handles at most [`SWEEP_STEP`] objects per hold of the storage lock; the
+//!    request that deleted the namespace runs the steps, yielding between them, in a task of
+//!    its own, and answers once the last has run.
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -110,61 +113,122 @@ pub(super) fn holds(v: &Value, field: &str) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
+/// Objects one step of a sweep handles at most before the storage lock is released, so that
+/// no request holds it for long (module I5 of `apiserver`) whatever a namespace holds (keeps I4).
+pub(crate) const SWEEP_STEP: usize = 1024;
+
+/// Where the namespace controller's sync of one namespace has got to, between the steps it
+/// runs in (each under the storage lock once), and what it found left (objects whose
+/// finalizers keep them).
+#[derive(Debug, Default)]
+pub(crate) struct Sweep {
+    /// The kind being swept (an index into `KINDS`).
+    kind: usize,
+    /// The last name handled in that kind.
+    after: Option<String>,
+    /// Objects left, as `("plural.group", count)`.
+    remaining: Vec<(String, usize)>,
+    /// Their finalizers, as `(finalizer, count)`.
+    by_finalizer: Vec<(String, usize)>,
+}
+
+fn count(list: &mut Vec<(String, usize)>, name: &str) {
+    match list.iter_mut().find(|(n, _)| n == name) {
+        Some((_, c)) => *c += 1,
+        None => list.push((name.to_owned(), 1)),
+    }
+}
+
 impl Storage {
-    /// The namespace controller's sync of `ns` (`namespacedResourcesDeleter.Delete`), done at
-    /// once: every object in it is deleted (one with finalizers is only marked), the
-    /// conditions are written, and once nothing remains the `kubernetes` finalizer leaves
-    /// `spec.finalizers`, which deletes the namespace if no finalizer holds it (keeps I1–I3).
-    pub(super) fn sync_namespace(&mut self, ns: &str, now: Timestamp) {
+    /// The namespace controller's sync of `ns` in one go: for a namespace the server already
+    /// knows to be empty (the last object has just left it), so it deletes nothing.
+    fn sync_namespace(&mut self, ns: &str, now: Timestamp) {
+        let mut sweep = Sweep::default();
+        while self.sync_namespace_step(ns, now, &mut sweep, usize::MAX) {}
+    }
+
+    /// One step of the namespace controller's sync of `ns` (`namespacedResourcesDeleter.Delete`):
+    /// deletes up to `budget` of its objects (one with finalizers is only marked), continuing
+    /// from `sweep`; returns whether more remain. The last step writes the conditions and,
+    /// once nothing remains, removes the `kubernetes` finalizer from `spec.finalizers`, which
+    /// deletes the namespace if no finalizer holds it (keeps I1–I3).
+    pub fn sync_namespace_step(
+        &mut self,
+        ns: &str,
+        now: Timestamp,
+        sweep: &mut Sweep,
+        budget: usize,
+    ) -> bool {
         if self.dry_run {
-            return;
+            return false;
         }
         let key: Key = (String::new(), ns.to_string());
         let Some(cur) = self.objects[NAMESPACES].get(&key) else {
-            return;
+            return false;
         };
         if !cur.meta.deleting || !holds(&cur.value(), "spec") {
-            return; // keeps I1
+            return false; // keeps I1
         }
-        let mut remaining: Vec<(String, usize)> = Vec::new();
-        let mut by_finalizer: Vec<(String, usize)> = Vec::new();
-        for (kind, k) in KINDS.iter().enumerate() {
-            if !k.namespaced {
+        let mut handled = 0;
+        self.syncing = true;
+        while sweep.kind < KINDS.len() && handled < budget {
+            let kind = sweep.kind;
+            let k = &KINDS[kind];
+            let names = if k.namespaced {
+                self.names_after(kind, ns, sweep.after.as_deref(), budget - handled)
+            } else {
+                Vec::new()
+            };
+            if names.is_empty() {
+                sweep.kind += 1;
+                sweep.after = None;
                 continue;
             }
-            self.syncing = true;
-            for name in self.names_in(kind, ns) {
+            handled += names.len();
+            for name in &names {
                 // A delete of a stored object with no preconditions is refused by nothing;
                 // one already being deleted is left as it is (keeps I2).
-                let _ = self.delete(kind, ns, &name, &Default::default(), now);
-            }
-            self.syncing = false;
-            let left = self.names_in(kind, ns);
-            if left.is_empty() {
-                continue;
-            }
-            remaining.push((format!("{}.{}", k.plural, k.group), left.len()));
-            for name in &left {
-                let Some(o) = self.get(kind, ns, name) else {
-                    continue;
-                };
-                for f in o.value()["metadata"]["finalizers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                {
-                    match by_finalizer.iter_mut().find(|(n, _)| n == f) {
-                        Some((_, c)) => *c += 1,
-                        None => by_finalizer.push((f.to_owned(), 1)),
+                let _ = self.delete(kind, ns, name, &Default::default(), now);
+                if let Some(left) = self.get(kind, ns, name) {
+                    count(&mut sweep.remaining, &format!("{}.{}", k.plural, k.group));
+                    for f in left.value()["metadata"]["finalizers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                    {
+                        count(&mut sweep.by_finalizer, f);
                     }
                 }
             }
+            sweep.after = names.last().cloned();
         }
-        self.write_conditions(&key, &remaining, &by_finalizer, now);
-        if remaining.is_empty() {
+        self.syncing = false;
+        if sweep.kind < KINDS.len() {
+            return true;
+        }
+        // What was left may have gone since it was counted, a step or more ago.
+        if self.holds_nothing(ns) {
+            sweep.remaining.clear();
+            sweep.by_finalizer.clear();
+        }
+        self.write_conditions(&key, &sweep.remaining, &sweep.by_finalizer, now);
+        if sweep.remaining.is_empty() {
             self.remove_kubernetes_finalizer(&key);
         }
+        false
+    }
+
+    /// Whether no namespaced object is stored in `ns`: one step into each kind's keys.
+    fn holds_nothing(&self, ns: &str) -> bool {
+        let from = (ns.to_string(), String::new());
+        KINDS.iter().enumerate().all(|(kind, k)| {
+            !k.namespaced
+                || self.objects[kind]
+                    .range(&from..)
+                    .next()
+                    .is_none_or(|(key, _)| key.0 != ns)
+        })
     }
 
     /// When an object leaves a namespace being deleted and it was the last, the controller's
@@ -177,14 +241,7 @@ impl Storage {
         let deleting = self.objects[NAMESPACES]
             .get(&(String::new(), ns.to_string()))
             .is_some_and(|n| n.meta.deleting);
-        let from = (ns.to_string(), String::new());
-        let empty = KINDS.iter().enumerate().all(|(kind, k)| {
-            !k.namespaced
-                || self.objects[kind]
-                    .range(&from..)
-                    .next()
-                    .is_none_or(|(key, _)| key.0 != ns)
-        });
+        let empty = self.holds_nothing(ns);
         if deleting && empty {
             self.sync_namespace(ns, now);
         }
@@ -197,12 +254,17 @@ impl Storage {
         Some((cur, v))
     }
 
-    /// The names of `kind`'s objects in `ns`.
-    fn names_in(&self, kind: usize, ns: &str) -> Vec<String> {
-        let from = (ns.to_string(), String::new());
+    /// The names of at most `limit` of `kind`'s objects in `ns`, in key order, after `after`.
+    fn names_after(&self, kind: usize, ns: &str, after: Option<&str>, limit: usize) -> Vec<String> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let from = match after {
+            Some(name) => Excluded((ns.to_string(), name.to_string())),
+            None => Included((ns.to_string(), String::new())),
+        };
         self.objects[kind]
-            .range(&from..)
+            .range((from, Unbounded))
             .take_while(|(key, _)| key.0 == ns)
+            .take(limit)
             .map(|(key, _)| key.1.clone())
             .collect()
     }
