@@ -695,6 +695,7 @@ impl Storage {
             }
             if mode == UpdateMode::Finalize {
                 k.canonicalize(&mut obj);
+                namespaces::omit_empty_spec_finalizers(&mut obj);
             } else {
                 k.prepare_for_update(&mut obj, &cur_v);
             }
@@ -711,13 +712,16 @@ impl Storage {
         let finalizers_gone =
             !namespaces::holds(&obj, "metadata") && !namespaces::holds(&obj, "spec");
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
+            // Upstream's store deletes the object instead (`deleteWithoutFinalizers`) and
+            // answers the update's object at the version it was read at.
             let ns = key.0.clone();
+            let answer = Stored::new(obj.clone(), cur.rv);
             let last = self.stage_delete(obj)?;
-            let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+            self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
             if k.namespaced {
                 self.content_left(&ns, now);
             }
-            return Ok(last);
+            return Ok(answer);
         }
         let staged = self.stage(obj, Some(&cur))?;
         Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))

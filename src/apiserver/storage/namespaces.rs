@@ -106,6 +106,15 @@ pub(crate) fn spec_finalizer_causes(ns: &Value, indexed: bool) -> Vec<(String, S
     out
 }
 
+/// An empty `spec.finalizers` is not written, as Go's `omitempty` drops it on the wire.
+pub(super) fn omit_empty_spec_finalizers(ns: &mut Value) {
+    if !holds(ns, "spec")
+        && let Some(spec) = ns.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("finalizers");
+    }
+}
+
 /// Whether `v[field]["finalizers"]` is a non-empty list.
 pub(super) fn holds(v: &Value, field: &str) -> bool {
     v[field]["finalizers"]
@@ -358,6 +367,7 @@ impl Storage {
         left.sort();
         left.dedup();
         obj["spec"]["finalizers"] = json!(left);
+        omit_empty_spec_finalizers(&mut obj);
         if obj == cur.value() {
             return; // etcd3's no-op update (storage I4)
         }
