@@ -7,7 +7,8 @@
 //! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
-//! `spec.finalizers` (which only the server changes), and the label naming it. A Lease
+//! `spec.finalizers` (kept as stored by the main endpoint; the `finalize` subresource writes
+//! it), and the label naming it. A Lease
 //! (`coordination.k8s.io/v1`, the lock client-go's leader election holds) has its strategy's
 //! rules (kubernetes v1.37.2 `pkg/registry/coordination/lease/strategy.go`): every update needs
 //! a resourceVersion (`AllowUnconditionalUpdate` is false, so two candidates racing for one
@@ -150,7 +151,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         name_rule: NameRule::Subdomain,
     },
     // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a status
-    // subresource, `spec.finalizers` only the server changes.
+    // subresource, `spec.finalizers` written only through the finalize subresource.
     Kind {
         group: "",
         version: "v1",
@@ -338,7 +339,7 @@ impl Kind {
     }
 
     /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
-    /// a Namespace's `spec.finalizers` are the stored ones (only the server changes them).
+    /// a Namespace's `spec.finalizers` are the stored ones (only `/finalize` changes them).
     pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
         if self.kind == "Lease" {
             drop_coordinated_fields(obj, Some(old));

@@ -29,10 +29,10 @@
 //!    request that deleted the namespace runs the steps, yielding between them, in a task of
 //!    its own, and answers once the last has run.
 
+use std::sync::Arc;
+
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-
-use std::sync::Arc;
 
 use super::{EventType, Key, Storage, Stored};
 use crate::apiserver::kinds::{KINDS, NAMESPACE_FINALIZER, NAMESPACES};
