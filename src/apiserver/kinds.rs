@@ -26,7 +26,6 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::errors::ApiError;
-use super::storage;
 use super::strategic::{self, Ty};
 use super::validation::{self, NameRule, ReasonedCause};
 use crate::resources::{PlainWidget, Widget};
@@ -86,6 +85,22 @@ pub(crate) const INITIAL_NAMESPACES: [&str; 4] =
 /// The finalizer every namespace gets on create (`FinalizerKubernetes`): the namespace
 /// controller removes it once the namespace's content is gone.
 pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// An empty `spec.finalizers` is not written, as Go's `omitempty` drops it on the wire.
+pub(crate) fn omit_empty_spec_finalizers(ns: &mut Value) {
+    if !holds_finalizers(ns, "spec")
+        && let Some(spec) = ns.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("finalizers");
+    }
+}
+
+/// Whether `v[field]["finalizers"]` is a non-empty list.
+pub(crate) fn holds_finalizers(v: &Value, field: &str) -> bool {
+    v[field]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
+}
 
 /// The label every namespace carries, naming it (`kubernetes.io/metadata.name`).
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -304,7 +319,7 @@ impl Kind {
         // `ValidateNamespace` names the list; on update the stored list is kept (and checked
         // by the finalize subresource, entry by entry, in storage).
         if self.kind == "Namespace" && create {
-            for (_, m) in storage::spec_finalizer_causes(v, false) {
+            for (_, m) in validation::spec_finalizer_causes(v, false) {
                 causes.push(("spec.finalizers", m));
             }
         }

@@ -58,7 +58,7 @@
 mod namespaces;
 mod read;
 
-pub(crate) use namespaces::{SWEEP_STEP, Sweep, spec_finalizer_causes};
+pub(crate) use namespaces::{SWEEP_STEP, Sweep};
 pub(crate) use read::Batch;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -69,7 +69,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::kinds::{INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES};
+use super::kinds::{
+    INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES, holds_finalizers, omit_empty_spec_finalizers,
+};
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -663,7 +665,7 @@ impl Storage {
             k.validate_update(&obj, &cur_v, &mut causes);
             // The finalize subresource checks each of `spec.finalizers` by name.
             let finalize = match mode {
-                UpdateMode::Finalize => namespaces::spec_finalizer_causes(&obj, true),
+                UpdateMode::Finalize => validation::spec_finalizer_causes(&obj, true),
                 _ => Vec::new(),
             };
             if !causes.is_empty() || !finalize.is_empty() {
@@ -695,7 +697,7 @@ impl Storage {
             }
             if mode == UpdateMode::Finalize {
                 k.canonicalize(&mut obj);
-                namespaces::omit_empty_spec_finalizers(&mut obj);
+                omit_empty_spec_finalizers(&mut obj);
             } else {
                 k.prepare_for_update(&mut obj, &cur_v);
             }
@@ -710,7 +712,7 @@ impl Storage {
         }
         // A namespace also waits for its `spec.finalizers` (`ShouldDeleteNamespaceDuringUpdate`).
         let finalizers_gone =
-            !namespaces::holds(&obj, "metadata") && !namespaces::holds(&obj, "spec");
+            !holds_finalizers(&obj, "metadata") && !holds_finalizers(&obj, "spec");
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
             // Upstream's store deletes the object instead (`deleteWithoutFinalizers`) and
             // answers the update's object at the version it was read at.
@@ -785,7 +787,7 @@ impl Storage {
         }
         // A later delete of a namespace removes it only once `spec.finalizers` is empty; then
         // it is deleted as any object is (its metadata.finalizers may still hold it).
-        if kind == NAMESPACES && namespaces::holds(&cur_v, "spec") {
+        if kind == NAMESPACES && holds_finalizers(&cur_v, "spec") {
             return Ok(cur);
         }
         let has_finalizers = cur_v["metadata"]["finalizers"]

@@ -35,11 +35,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::{EventType, Key, Storage, Stored};
-use crate::apiserver::kinds::{KINDS, NAMESPACE_FINALIZER, NAMESPACES};
-use crate::apiserver::validation::is_qualified_name;
-
-/// The finalizers a name without a `/` may be (`IsStandardFinalizerName`).
-const STANDARD_FINALIZERS: [&str; 3] = [NAMESPACE_FINALIZER, "orphan", "foregroundDeletion"];
+use crate::apiserver::kinds::{
+    KINDS, NAMESPACE_FINALIZER, NAMESPACES, holds_finalizers as holds, omit_empty_spec_finalizers,
+};
 
 /// The five conditions the namespace controller keeps, in its order, each with the reason and
 /// message it has when nothing is wrong (`okReasons`, `okMessages`).
@@ -70,57 +68,6 @@ const CONDITIONS: [(&str, &str, &str); 5] = [
         "All content-preserving finalizers finished",
     ),
 ];
-
-/// `validateFinalizerName` on each of a namespace's `spec.finalizers`: a qualified name, and
-/// one without a `/` must be a standard finalizer. `indexed`: the finalize subresource names
-/// each entry (`spec.finalizers[i]`), create and update the list (`spec.finalizers`).
-pub(crate) fn spec_finalizer_causes(ns: &Value, indexed: bool) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (i, f) in ns["spec"]["finalizers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let name = f.as_str().unwrap_or_default();
-        let field = if indexed {
-            format!("spec.finalizers[{i}]")
-        } else {
-            "spec.finalizers".to_owned()
-        };
-        if !is_qualified_name(name) {
-            out.push((
-                field.clone(),
-                format!("Invalid value: {name:?}: not a qualified name"),
-            ));
-        }
-        if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {
-            out.push((
-                field,
-                format!(
-                    "Invalid value: {name:?}: name is neither a standard finalizer name nor is it fully qualified"
-                ),
-            ));
-        }
-    }
-    out
-}
-
-/// An empty `spec.finalizers` is not written, as Go's `omitempty` drops it on the wire.
-pub(super) fn omit_empty_spec_finalizers(ns: &mut Value) {
-    if !holds(ns, "spec")
-        && let Some(spec) = ns.get_mut("spec").and_then(Value::as_object_mut)
-    {
-        spec.remove("finalizers");
-    }
-}
-
-/// Whether `v[field]["finalizers"]` is a non-empty list.
-pub(super) fn holds(v: &Value, field: &str) -> bool {
-    v[field]["finalizers"]
-        .as_array()
-        .is_some_and(|f| !f.is_empty())
-}
 
 /// Objects one step of a sweep handles at most before the storage lock is released, so that
 /// no request holds it for long (module I5 of `apiserver`) whatever a namespace holds (keeps I4).
