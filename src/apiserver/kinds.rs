@@ -7,7 +7,8 @@
 //! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
-//! `spec.finalizers` (which only the server changes), and the label naming it. A Lease
+//! `spec.finalizers` (kept as stored by the main endpoint; the `finalize` subresource writes
+//! it), and the label naming it. A Lease
 //! (`coordination.k8s.io/v1`, the lock client-go's leader election holds) has its strategy's
 //! rules (kubernetes v1.37.2 `pkg/registry/coordination/lease/strategy.go`): every update needs
 //! a resourceVersion (`AllowUnconditionalUpdate` is false, so two candidates racing for one
@@ -85,6 +86,22 @@ pub(crate) const INITIAL_NAMESPACES: [&str; 4] =
 /// controller removes it once the namespace's content is gone.
 pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
 
+/// An empty `spec.finalizers` is not written, as Go's `omitempty` drops it on the wire.
+pub(crate) fn omit_empty_spec_finalizers(ns: &mut Value) {
+    if !holds_finalizers(ns, "spec")
+        && let Some(spec) = ns.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("finalizers");
+    }
+}
+
+/// Whether `v[field]["finalizers"]` is a non-empty list.
+pub(crate) fn holds_finalizers(v: &Value, field: &str) -> bool {
+    v[field]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
+}
+
 /// The label every namespace carries, naming it (`kubernetes.io/metadata.name`).
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
@@ -149,7 +166,7 @@ pub(crate) static KINDS: [Kind; 5] = [
         name_rule: NameRule::Subdomain,
     },
     // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a status
-    // subresource, `spec.finalizers` only the server changes.
+    // subresource, `spec.finalizers` written only through the finalize subresource.
     Kind {
         group: "",
         version: "v1",
@@ -299,6 +316,13 @@ impl Kind {
         if self.kind == "Lease" {
             lease_spec(v, &mut causes);
         }
+        // `ValidateNamespace` names the list; on update the stored list is kept (and checked
+        // by the finalize subresource, entry by entry, in storage).
+        if self.kind == "Namespace" && create {
+            for (_, m) in validation::spec_finalizer_causes(v, false) {
+                causes.push(("spec.finalizers", m));
+            }
+        }
         if causes.is_empty() {
             Ok(())
         } else {
@@ -330,7 +354,7 @@ impl Kind {
     }
 
     /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
-    /// a Namespace's `spec.finalizers` are the stored ones (only the server changes them).
+    /// a Namespace's `spec.finalizers` are the stored ones (only `/finalize` changes them).
     pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
         if self.kind == "Lease" {
             drop_coordinated_fields(obj, Some(old));
@@ -360,7 +384,7 @@ impl Kind {
     }
 
     /// `Canonicalize`: a Namespace's name label matches its name.
-    fn canonicalize(&self, obj: &mut Value) {
+    pub(crate) fn canonicalize(&self, obj: &mut Value) {
         let name = obj["metadata"]["name"].clone();
         obj["metadata"]["labels"][NAMESPACE_NAME_LABEL] = name;
     }

@@ -86,8 +86,9 @@
 //!    grows by no more than a few KiB per unread list or watch.
 //! 5. No request holds a worker thread for long: selector matching yields to other tasks
 //!    every 4,096 requirement checks (`selector::Turns`), selectors are capped (256
-//!    requirements, 64 KiB), a list gives up at the request deadline (504), and watches do not
-//!    count against the limits on requests in flight (serve I4).
+//!    requirements, 64 KiB), a list gives up at the request deadline (504), a namespace's
+//!    delete sweeps its objects 1,024 per hold of the storage lock (storage's `namespaces`
+//!    I4), and watches do not count against the limits on requests in flight (serve I4).
 //!
 //! # Concurrency
 //! `Shared::storage` (a `parking_lot::Mutex`) guards objects, revisions and history. The
@@ -115,10 +116,16 @@
 //! - Namespaces are objects (`default`, `kube-system`, `kube-public`, `kube-node-lease` exist
 //!   at start, part of the initial state at the first revision); a create into a missing
 //!   namespace is 404 and into a terminating one 403, as the namespace lifecycle admission
-//!   answers. The namespace controller's work is done at once: deleting a namespace deletes
-//!   its objects (an object with finalizers is only marked, and holds the namespace in
-//!   `Terminating` until its last finalizer goes), then the namespace. `namespaces/finalize`
-//!   is not served.
+//!   answers. Deleting a namespace marks it `Terminating`; kube-controller-manager's namespace
+//!   controller, whose work the server does at once in the same request, then deletes its
+//!   objects one by one (one DELETED event each; an object with finalizers is only marked),
+//!   writes its five deletion conditions, and once nothing is left removes the `kubernetes`
+//!   finalizer from `spec.finalizers`. The namespace is gone when neither `spec.finalizers`
+//!   nor `metadata.finalizers` holds it; another controller's token in `spec.finalizers` is
+//!   removed through `PUT /api/v1/namespaces/{name}/finalize` (the only verb it serves), as
+//!   upstream. What upstream does later, at the controller's pace (a sync after its informer
+//!   sees the change, a retry 15 s after content with finalizers), the server does in the
+//!   write that makes it due: the last object leaving a namespace being deleted syncs it.
 //! - No persistence: a restarted server has lost every object. A server on a socket starts its
 //!   revisions above any an earlier run could have issued, so resuming from an old revision
 //!   is 410 Expired, as after compaction ([`ServerOptions::first_revision`]). A test can

@@ -26,6 +26,9 @@ pub struct ServerOptions {
     /// Port to bind on 127.0.0.1; 0 picks a free one.
     pub port: u16,
     /// Events kept for watch resumption and consistent pages; older ones are compacted.
+    /// Upstream's watch cache keeps at most 102,400 (`defaultUpperBoundCapacity`, apiserver
+    /// v0.37.2 `pkg/storage/cacher/watch_cache_history.go`), enough for a watcher of a kind
+    /// to see a namespace of that many objects deleted one by one without relisting.
     pub history: usize,
     /// Bytes of events kept (each event's JSON plus a small overhead); older ones are
     /// compacted, whatever `history` allows.
@@ -74,7 +77,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             port: 0,
-            history: 10_000,
+            history: 100 * 1024,
             history_bytes: 64 * 1024 * 1024,
             max_body_bytes: 3 * 1024 * 1024,
             max_object_bytes: 3 * 1024 * 1024 / 2,

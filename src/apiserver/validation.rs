@@ -405,6 +405,44 @@ pub(crate) fn object_meta_of(
     causes
 }
 
+/// The finalizers a name without a `/` may be (`IsStandardFinalizerName`).
+const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+
+/// `validateFinalizerName` on each of a namespace's `spec.finalizers`: a qualified name, and
+/// one without a `/` must be a standard finalizer. `indexed`: the finalize subresource names
+/// each entry (`spec.finalizers[i]`), create and update the list (`spec.finalizers`).
+pub(crate) fn spec_finalizer_causes(ns: &Value, indexed: bool) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, f) in ns["spec"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = f.as_str().unwrap_or_default();
+        let field = if indexed {
+            format!("spec.finalizers[{i}]")
+        } else {
+            "spec.finalizers".to_owned()
+        };
+        if !is_qualified_name(name) {
+            out.push((
+                field.clone(),
+                format!("Invalid value: {name:?}: not a qualified name"),
+            ));
+        }
+        if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {
+            out.push((
+                field,
+                format!(
+                    "Invalid value: {name:?}: name is neither a standard finalizer name nor is it fully qualified"
+                ),
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,9 +45,9 @@ use serde_json::Value;
 use super::controls::{Failure, RequestRecord};
 use super::errors::ApiError;
 use super::field_validation::{self, Directive};
-use super::kinds::{KINDS, Kind};
+use super::kinds::{KINDS, Kind, NAMESPACES};
 use super::patch::{Patch, PatchType};
-use super::storage::{Preconditions, Stored, UpdateMode};
+use super::storage::{Preconditions, SWEEP_STEP, Stored, Sweep, UpdateMode};
 use super::validation;
 use super::{Cluster, discovery, protobuf, yaml};
 use reads::{flag, list, signed, start_watch};
@@ -119,7 +119,9 @@ struct Target {
     kind: usize,
     namespace: Option<String>,
     name: Option<String>,
-    status: bool,
+    /// Which part of the object a write changes: the object, `/status`, or a namespace's
+    /// `/finalize`.
+    mode: UpdateMode,
 }
 
 fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
@@ -151,9 +153,10 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
         (true, ns, _) => ns,
         (false, None, _) => Some(""),
     };
-    let status = match sub {
-        None => false,
-        Some("status") if KINDS[kind].status_subresource => true,
+    let mode = match sub {
+        None => UpdateMode::Main,
+        Some("status") if KINDS[kind].status_subresource => UpdateMode::Status,
+        Some("finalize") if kind == NAMESPACES => UpdateMode::Finalize,
         Some(_) => return Err(ApiError::no_such_path(path)),
     };
     // `NamespaceKeyFunc`: a name that cannot be a path segment names nothing.
@@ -166,7 +169,7 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
         kind,
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
-        status,
+        mode,
     })
 }
 
@@ -273,11 +276,11 @@ async fn dispatch(
             "accepted body types: application/json, application/yaml, and for ConfigMaps application/vnd.kubernetes.protobuf",
         ));
     }
-    let mode = if t.status {
-        UpdateMode::Status
-    } else {
-        UpdateMode::Main
-    };
+    let mode = t.mode;
+    // `namespaces/finalize` serves PUT only (its REST has no getter, so no GET or PATCH).
+    if mode == UpdateMode::Finalize && method != Method::PUT {
+        return Err(ApiError::method_not_allowed(method.as_str(), &path));
+    }
     match (&method, t.namespace.as_deref(), t.name.as_deref()) {
         (&Method::GET, ns, None) => {
             if flag(&q, "watch")? {
@@ -310,11 +313,12 @@ async fn dispatch(
         (&Method::PUT, Some(ns), Some(name)) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
             let (obj, warnings) = prepare_checked(k, ns, Some(name), body, duplicates, fields)?;
+            let now = cluster.now();
             let stored = cluster.write(|st| {
                 if dry_run {
-                    st.dry_run(|st| st.update(t.kind, obj, mode))
+                    st.dry_run(|st| st.update(t.kind, obj, mode, now))
                 } else {
-                    st.update(t.kind, obj, mode)
+                    st.update(t.kind, obj, mode, now)
                 }
             })?;
             Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
@@ -330,7 +334,7 @@ async fn dispatch(
             let (stored, warnings) = patch_object(cluster, &t, ns, name, &patch, write).await?;
             Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
         }
-        (&Method::DELETE, Some(ns), Some(name)) if !t.status => {
+        (&Method::DELETE, Some(ns), Some(name)) if mode == UpdateMode::Main => {
             let body = read_body(cluster, req).await?;
             let (pre, cascade, body_dry_run) = delete_options(&body, &q)?;
             let dry_run = dry_run || body_dry_run;
@@ -342,6 +346,9 @@ async fn dispatch(
                     st.delete(t.kind, ns, name, &pre, now)
                 }
             })?;
+            if t.kind == NAMESPACES && !dry_run {
+                sync_namespace(cluster, name, now).await;
+            }
             // Upstream answers 200 whether the object is gone or only marked deleted, except
             // that a delete asking for cascading (`orphanDependents: false`) that did not
             // remove the object at once is 202 (`endpoints/handlers/delete.go`).
@@ -387,6 +394,26 @@ async fn dispatch(
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
+}
+
+/// The namespace controller's sync of a namespace being deleted, run before the delete is
+/// answered (so a client finds the namespace's end done, as the module docs say): in steps of
+/// [`SWEEP_STEP`] objects, each under the storage lock once, yielding between them so other
+/// requests and watchers run. It runs in a task of its own: a client that goes away mid-way
+/// does not leave the namespace half swept.
+async fn sync_namespace(cluster: &Cluster, name: &str, now: k8s_openapi::jiff::Timestamp) {
+    let cluster = cluster.clone();
+    let name = name.to_owned();
+    let task = tokio::spawn(async move {
+        let mut sweep = Sweep::default();
+        while cluster
+            .write(|st| Ok(st.sync_namespace_step(&name, now, &mut sweep, SWEEP_STEP)))
+            .unwrap_or(false)
+        {
+            tokio::task::yield_now().await;
+        }
+    });
+    let _ = task.await;
 }
 
 /// `deletecollection` (`endpoints/handlers/delete.go`, the registry's `DeleteCollection`):
@@ -480,14 +507,15 @@ async fn patch_object(
             let unknown = field_validation::unknown_fields(&patched, &obj, DROPPED);
             (obj, fields.on_patch(unknown)?)
         };
+        let at = cluster.now();
         let done = cluster.write(|st| {
             if st.get(t.kind, ns, name).is_none_or(|now| now.rv != cur.rv) {
                 return Ok(None); // changed between the read and the commit: read again
             }
             if dry_run {
-                st.dry_run(|st| st.update(t.kind, obj, mode)).map(Some)
+                st.dry_run(|st| st.update(t.kind, obj, mode, at)).map(Some)
             } else {
-                st.update(t.kind, obj, mode).map(Some)
+                st.update(t.kind, obj, mode, at).map(Some)
             }
         })?;
         if let Some(stored) = done {

@@ -55,8 +55,10 @@
 //!   is a 500 InternalError, as etcd's "database space exceeded" is upstream; the quota counts
 //!   the stored JSON of current objects, not history (which has its own bound).
 
+mod namespaces;
 mod read;
 
+pub(crate) use namespaces::{SWEEP_STEP, Sweep};
 pub(crate) use read::Batch;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -67,7 +69,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::kinds::{INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES};
+use super::kinds::{
+    INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES, holds_finalizers, omit_empty_spec_finalizers,
+};
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -210,6 +214,9 @@ pub(crate) enum UpdateMode {
     Main,
     /// The `/status` subresource: only `status` is taken from the body.
     Status,
+    /// A namespace's `/finalize` subresource: everything but `status` is taken from the body,
+    /// `spec.finalizers` included (`namespaceFinalizeStrategy`).
+    Finalize,
 }
 
 /// Conditions a delete must meet (`DeleteOptions.preconditions`).
@@ -240,6 +247,9 @@ pub(crate) struct Storage {
     /// Writes are checked and staged but not committed (`dryRun=All`); set only for the
     /// duration of one write ([`Storage::dry_run`]).
     dry_run: bool,
+    /// The namespace controller's sync is deleting a namespace's objects (`namespaces`): a
+    /// delete does not start another sync.
+    syncing: bool,
 }
 
 /// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
@@ -298,6 +308,7 @@ impl Storage {
             watch_delay: std::time::Duration::ZERO,
             serial: 0,
             dry_run: false,
+            syncing: false,
         }
     }
 
@@ -584,80 +595,13 @@ impl Storage {
         self.objects[kind].insert(stored.key(), stored);
     }
 
-    /// Whether any namespaced object is stored in `ns`.
-    fn namespace_holds_objects(&self, ns: &str) -> bool {
-        let from = (ns.to_string(), String::new());
-        KINDS.iter().enumerate().any(|(kind, k)| {
-            k.namespaced
-                && self.objects[kind]
-                    .range(&from..)
-                    .next()
-                    .is_some_and(|(key, _)| key.0 == ns)
-        })
-    }
-
-    /// The namespace controller's work on a namespace being deleted, done at once: every
-    /// object in it is deleted (or, if it has finalizers, marked deleted), then
-    /// [`Storage::finalize_namespace`].
-    fn empty_namespace(&mut self, ns: &str, now: Timestamp) {
-        for (kind, k) in KINDS.iter().enumerate() {
-            if !k.namespaced {
-                continue;
-            }
-            let from = (ns.to_string(), String::new());
-            let names: Vec<String> = self.objects[kind]
-                .range(&from..)
-                .take_while(|(key, _)| key.0 == ns)
-                .map(|(key, _)| key.1.clone())
-                .collect();
-            for name in names {
-                // A delete of a stored object with no preconditions is refused by nothing.
-                let _ = self.delete(kind, ns, &name, &Preconditions::default(), now);
-            }
-        }
-        self.finalize_namespace(ns);
-    }
-
-    /// Once a namespace being deleted holds no objects, the namespace controller removes its
-    /// `kubernetes` finalizer, and the namespace is deleted unless other finalizers hold it.
-    fn finalize_namespace(&mut self, ns: &str) {
-        if self.dry_run {
-            return;
-        }
-        let key = (String::new(), ns.to_string());
-        let Some(cur) = self.objects[NAMESPACES].get(&key).cloned() else {
-            return;
-        };
-        if !cur.meta.deleting || self.namespace_holds_objects(ns) {
-            return;
-        }
-        let mut obj = cur.value();
-        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.remove("finalizers");
-        }
-        let held = obj["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        let ty = if held {
-            EventType::Modified
-        } else {
-            EventType::Deleted
-        };
-        let staged = match ty {
-            EventType::Deleted => self.stage_delete(obj),
-            _ => self.stage(obj, Some(&cur)),
-        };
-        if let Ok(staged) = staged {
-            self.commit(NAMESPACES, ty, key, staged, Some(cur), false);
-        }
-    }
-
     /// Replaces an object, or its status, from a prepared body.
     pub fn update(
         &mut self,
         kind: usize,
         mut obj: Value,
         mode: UpdateMode,
+        now: Timestamp,
     ) -> Result<Arc<Stored>, ApiError> {
         let k: &Kind = &KINDS[kind];
         let key = (
@@ -719,8 +663,20 @@ impl Storage {
             }
             validation::deletion_fields_kept(&mut obj["metadata"], &cur_v["metadata"], &mut causes);
             k.validate_update(&obj, &cur_v, &mut causes);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &causes));
+            // The finalize subresource checks each of `spec.finalizers` by name.
+            let finalize = match mode {
+                UpdateMode::Finalize => validation::spec_finalizer_causes(&obj, true),
+                _ => Vec::new(),
+            };
+            if !causes.is_empty() || !finalize.is_empty() {
+                let mut all: Vec<(&str, &str, String)> =
+                    causes.iter().map(|(f, r, m)| (*f, *r, m.clone())).collect();
+                all.extend(
+                    finalize
+                        .iter()
+                        .map(|(f, m)| (f.as_str(), "FieldValueInvalid", m.clone())),
+                );
+                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &all));
             }
             // Server-owned metadata comes from storage, whatever the body says.
             for f in ["uid", "creationTimestamp", "generation"] {
@@ -739,7 +695,12 @@ impl Storage {
                     }
                 }
             }
-            k.prepare_for_update(&mut obj, &cur_v);
+            if mode == UpdateMode::Finalize {
+                k.canonicalize(&mut obj);
+                omit_empty_spec_finalizers(&mut obj);
+            } else {
+                k.prepare_for_update(&mut obj, &cur_v);
+            }
             if k.tracks_generation && spec_differs(&obj, &cur_v) {
                 let g = cur_v["metadata"]["generation"].as_i64().unwrap_or(0);
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));
@@ -750,19 +711,19 @@ impl Storage {
             return Ok(cur); // keeps I4
         }
         // A namespace also waits for its `spec.finalizers` (`ShouldDeleteNamespaceDuringUpdate`).
-        let finalizers_gone = ["metadata", "spec"].iter().all(|f| {
-            obj[*f]["finalizers"]
-                .as_array()
-                .is_none_or(|f| f.is_empty())
-        });
+        let finalizers_gone =
+            !holds_finalizers(&obj, "metadata") && !holds_finalizers(&obj, "spec");
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
+            // Upstream's store deletes the object instead (`deleteWithoutFinalizers`) and
+            // answers the update's object at the version it was read at.
             let ns = key.0.clone();
+            let answer = Stored::new(obj.clone(), cur.rv);
             let last = self.stage_delete(obj)?;
-            let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+            self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
             if k.namespaced {
-                self.finalize_namespace(&ns);
+                self.content_left(&ns, now);
             }
-            return Ok(last);
+            return Ok(answer);
         }
         let staged = self.stage(obj, Some(&cur))?;
         Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
@@ -814,21 +775,20 @@ impl Storage {
                 ),
             ));
         }
-        if kind == NAMESPACES {
-            // The namespace registry's delete: mark it Terminating; the namespace controller
-            // (here, at once) empties it and then removes it.
-            if cur.meta.deleting {
-                return Ok(cur);
-            }
+        if kind == NAMESPACES && !cur.meta.deleting {
+            // The namespace registry's first delete: mark it Terminating; the namespace
+            // controller (here, at once) empties it and then finalizes it.
             let mut obj = cur_v;
             obj["metadata"]["deletionTimestamp"] = json!(now.to_string());
             obj["status"]["phase"] = json!("Terminating");
+            // The caller runs the controller's sync next, in steps (`sync_namespace_step`).
             let staged = self.stage(obj, Some(&cur))?;
-            let marked = self.commit(kind, EventType::Modified, key, staged, Some(cur), false);
-            if !self.dry_run {
-                self.empty_namespace(name, now);
-            }
-            return Ok(marked);
+            return Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false));
+        }
+        // A later delete of a namespace removes it only once `spec.finalizers` is empty; then
+        // it is deleted as any object is (its metadata.finalizers may still hold it).
+        if kind == NAMESPACES && holds_finalizers(&cur_v, "spec") {
+            return Ok(cur);
         }
         let has_finalizers = cur_v["metadata"]["finalizers"]
             .as_array()
@@ -851,7 +811,7 @@ impl Storage {
         let last = self.stage_delete(cur_v.clone())?;
         let last = self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
         if k.namespaced {
-            self.finalize_namespace(ns);
+            self.content_left(ns, now);
         }
         Ok(last)
     }
@@ -972,7 +932,7 @@ mod tests {
         st.create(CONFIGMAPS, cm("b", "1"), t(), false).unwrap(); // 3
         let mut a2 = cm("a", "2");
         a2["metadata"]["resourceVersion"] = json!("2");
-        st.update(CONFIGMAPS, a2, UpdateMode::Main).unwrap(); // 4
+        st.update(CONFIGMAPS, a2, UpdateMode::Main, t()).unwrap(); // 4
         st.delete(CONFIGMAPS, "d", "b", &Preconditions::default(), t())
             .unwrap(); // 5
         st.create(CONFIGMAPS, cm("c", "1"), t(), false).unwrap(); // 6
@@ -1008,12 +968,14 @@ mod tests {
         let mut stale = cm("a", "9");
         stale["metadata"]["resourceVersion"] = json!("1");
         assert_eq!(
-            st.update(CONFIGMAPS, stale, UpdateMode::Main)
+            st.update(CONFIGMAPS, stale, UpdateMode::Main, t())
                 .unwrap_err()
                 .code,
             409
         );
-        let same = st.update(CONFIGMAPS, a.value(), UpdateMode::Main).unwrap();
+        let same = st
+            .update(CONFIGMAPS, a.value(), UpdateMode::Main, t())
+            .unwrap();
         assert_eq!(same.rv, a.rv); // keeps I4
         assert_eq!((st.head(), st.history.len()), before); // keeps I3
     }

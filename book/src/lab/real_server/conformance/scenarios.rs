@@ -549,6 +549,77 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "namespace_finalize",
+        on: On::Both,
+        what: "a namespace's end: another controller's token in spec.finalizers keeps it \
+               Terminating after the namespace controller empties it and takes its own, until \
+               PUT /finalize (PUT only) empties the list",
+        run: |s| Box::pin(namespace_finalize(s)),
+        expect: &[
+            field(
+                "create the namespace",
+                201,
+                "/spec/finalizers",
+                "[\"example.com/x\",\"kubernetes\"]",
+            ),
+            field("get finalize", 405, "/reason", "\"MethodNotAllowed\""),
+            code("patch finalize", 405),
+            field(
+                "finalize with a bad name",
+                422,
+                "/details/causes/0/field",
+                "\"spec.finalizers[1]\"",
+            ),
+            field(
+                "delete the namespace",
+                200,
+                "/status/phase",
+                "\"Terminating\"",
+            ),
+            field(
+                "the controller's last write",
+                200,
+                "/0/object/status/conditions/3/reason",
+                "\"ContentRemoved\"",
+            ),
+            field(
+                "the controller's last write",
+                200,
+                "/0/type",
+                "\"MODIFIED\"",
+            ),
+            code("the object is gone", 404),
+            field(
+                "delete again",
+                200,
+                "/spec/finalizers",
+                "[\"example.com/x\"]",
+            ),
+            field("finalize", 200, "/kind", "\"Namespace\""),
+            code("get after finalize", 404),
+        ],
+    },
+    Scenario {
+        name: "namespace_objects_deleted",
+        on: On::Both,
+        what: "deleting a namespace deletes its objects one by one: a watcher of them sees one \
+               DELETED each, and no 410",
+        run: |s| Box::pin(namespace_objects_deleted(s)),
+        expect: &[
+            field("list before", 200, "/items/29/metadata/name", "\"m-29\""),
+            field(
+                "delete the namespace",
+                200,
+                "/status/phase",
+                "\"Terminating\"",
+            ),
+            field("watch the objects", 200, "/0/type", "\"DELETED\""),
+            field("watch the objects", 200, "/29/type", "\"DELETED\""),
+            field("deleted", 0, "", "30"),
+            field("expired", 0, "", "0"),
+        ],
+    },
+    Scenario {
         name: "field_validation",
         on: On::Both,
         what: "fieldValidation: Strict refuses an unknown field (400; a patch 422), Warn writes, \
@@ -1266,6 +1337,127 @@ async fn terminating_namespace(s: &mut Session) -> Result<(), ConformanceError> 
         Some((Body::Merge, json!({"metadata": {"finalizers": null}}))),
     )
     .await?;
+    Ok(())
+}
+
+/// A watch event whose namespace has only another controller's token left.
+fn only_the_other_token(event: &Value) -> bool {
+    event["object"]["spec"]["finalizers"] == json!(["example.com/x"])
+}
+
+async fn namespace_finalize(s: &mut Session) -> Result<(), ConformanceError> {
+    // A second namespace, which another controller's token (`example.com/x`) holds.
+    let ns = format!("{}-f", s.ns);
+    let path = format!("/api/v1/namespaces/{ns}");
+    let created = s
+        .post(
+            "create the namespace",
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                   "spec": {"finalizers": ["example.com/x"]}}),
+        )
+        .await?;
+    let from = rv(s, "create the namespace", &created)?;
+    s.get("get finalize", &format!("{path}/finalize")).await?;
+    s.patch(
+        "patch finalize",
+        &format!("{path}/finalize"),
+        Body::Merge,
+        json!({"spec": {"finalizers": []}}),
+    )
+    .await?;
+    let mut bad = created.clone();
+    bad["spec"]["finalizers"] = json!(["kubernetes", "bogus"]);
+    s.put("finalize with a bad name", &format!("{path}/finalize"), bad)
+        .await?;
+    s.post(
+        "create an object",
+        &format!("{path}/configmaps"),
+        cm("a", json!({})),
+    )
+    .await?;
+    s.delete("delete the namespace", &path, None).await?;
+    // The namespace controller's pace is its own on the real server (at once on the embedded
+    // one, a difference of the table): what the namespace holds right after the delete...
+    let at_once = s
+        .unrecorded("read at once", http::Method::GET, &path, None)
+        .await?;
+    s.note(
+        "right after the delete",
+        json!({"spec.finalizers": at_once["spec"]["finalizers"]}),
+    );
+    // ...and the write that leaves only the other token, read from a watch.
+    let last = s
+        .watch_for(
+            "the controller's last write",
+            &format!(
+                "/api/v1/namespaces?watch=true&fieldSelector=metadata.name%3D{ns}&resourceVersion={from}"
+            ),
+            only_the_other_token,
+            WATCH,
+        )
+        .await?;
+    s.get("the object is gone", &format!("{path}/configmaps/a"))
+        .await?;
+    s.delete("delete again", &path, None).await?;
+    let Some(last) = last else {
+        return Err(s.missing(
+            "the controller's last write",
+            "the namespace controller never left only example.com/x",
+        ));
+    };
+    let mut body = last["object"].clone();
+    body["spec"]["finalizers"] = json!([]);
+    s.put("finalize", &format!("{path}/finalize"), body).await?;
+    s.get("get after finalize", &path).await?;
+    Ok(())
+}
+
+async fn namespace_objects_deleted(s: &mut Session) -> Result<(), ConformanceError> {
+    // A second namespace of 30 labelled objects (the label keeps out what controllers of the
+    // real cluster create in every namespace, such as `kube-root-ca.crt`).
+    let ns = format!("{}-d", s.ns);
+    let path = format!("/api/v1/namespaces/{ns}");
+    let objects = format!("{path}/configmaps");
+    s.post(
+        "create the namespace",
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )
+    .await?;
+    for i in 0..30 {
+        let name = format!("m-{i:02}");
+        s.unrecorded(
+            &format!("create {name}"),
+            http::Method::POST,
+            &objects,
+            Some((Body::Json, labelled(&name, json!({"app": "many"})))),
+        )
+        .await?;
+    }
+    let listed = s
+        .get(
+            "list before",
+            &format!("{objects}?labelSelector=app%3Dmany"),
+        )
+        .await?;
+    let from = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| s.missing("list before", "no resourceVersion"))?;
+    s.delete("delete the namespace", &path, None).await?;
+    let events = s
+        .watch(
+            "watch the objects",
+            &format!("{objects}?watch=true&labelSelector=app%3Dmany&resourceVersion={from}"),
+            Until::Events(30),
+            WATCH,
+        )
+        .await?;
+    let of = |ty: &str| events.iter().filter(|e| e["type"] == ty).count();
+    let (deleted, expired) = (of("DELETED"), of("ERROR"));
+    s.note("deleted", json!(deleted));
+    s.note("expired", json!(expired));
     Ok(())
 }
 

@@ -158,21 +158,25 @@ impl Session {
     }
 
     /// Sends one request whose answer is not part of the claim (a clean-up whose timing the
-    /// two servers do not share) and records nothing (keeps I2); a request that fails to be
-    /// sent is still an error.
+    /// two servers do not share, or a read a step derives a fact from) and records nothing
+    /// (keeps I2); returns the answer's body (`null` if it is not JSON or did not arrive). A
+    /// request that fails to be sent is still an error.
     pub async fn unrecorded(
         &mut self,
         step: &str,
         method: http::Method,
         path: &str,
         body: Option<(Body, Value)>,
-    ) -> Result<(), ConformanceError> {
+    ) -> Result<Value, ConformanceError> {
         let url = self.url(path);
         let resp = self
             .send(step, method, &url, body.as_ref().map(|(k, v)| (*k, v)))
             .await?;
-        let _ = tokio::time::timeout(REQUEST_LIMIT, resp.into_body().collect()).await;
-        Ok(())
+        let bytes = match tokio::time::timeout(REQUEST_LIMIT, resp.into_body().collect()).await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            _ => return Ok(Value::Null),
+        };
+        Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
     /// GET.
@@ -230,6 +234,17 @@ impl Session {
         .await
     }
 
+    /// Opens a watch (`path` carries `watch=true`): its code and its body.
+    async fn open_watch(
+        &mut self,
+        step: &str,
+        path: &str,
+    ) -> Result<(u16, kube::client::Body), ConformanceError> {
+        let url = self.url(path);
+        let resp = self.send(step, http::Method::GET, &url, None).await?;
+        Ok((resp.status().as_u16(), resp.into_body()))
+    }
+
     /// Opens a watch (`path` carries `watch=true` and its query) and reads its events until
     /// `until`, or for at most `limit`; records them as one answer (an array of events, with a
     /// last element `"<deadline>"` if the limit ended the read).
@@ -240,10 +255,7 @@ impl Session {
         until: Until,
         limit: Duration,
     ) -> Result<Vec<Value>, ConformanceError> {
-        let url = self.url(path);
-        let resp = self.send(step, http::Method::GET, &url, None).await?;
-        let code = resp.status().as_u16();
-        let mut body = resp.into_body();
+        let (code, mut body) = self.open_watch(step, path).await?;
         let mut events = Vec::new();
         let mut buf = Vec::<u8>::new();
         let deadline = tokio::time::Instant::now() + limit;
@@ -300,6 +312,43 @@ impl Session {
         }
         self.record(step, &http::Method::GET, path, code, Value::Array(recorded));
         Ok(events)
+    }
+
+    /// Opens a watch and reads it until an event for which `wanted` holds, for at most
+    /// `limit`; records that one event (`[event]`), or `["<deadline>"]`, so that servers whose
+    /// controllers write more or fewer times on the way compare equal. Returns the event.
+    pub async fn watch_for(
+        &mut self,
+        step: &str,
+        path: &str,
+        wanted: fn(&Value) -> bool,
+        limit: Duration,
+    ) -> Result<Option<Value>, ConformanceError> {
+        let (code, mut body) = self.open_watch(step, path).await?;
+        let mut buf = Vec::<u8>::new();
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut found = None;
+        while found.is_none() {
+            let Ok(Some(Ok(frame))) = tokio::time::timeout_at(deadline, body.frame()).await else {
+                break; // the deadline, or the stream ended
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            buf.extend_from_slice(&data);
+            while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                if let Ok(event) = serde_json::from_slice::<Value>(&line)
+                    && wanted(&event)
+                {
+                    found = Some(event);
+                    break;
+                }
+            }
+        }
+        let recorded = found.clone().unwrap_or_else(|| json!("<deadline>"));
+        self.record(step, &http::Method::GET, path, code, json!([recorded]));
+        Ok(found)
     }
 
     /// Records a fact a step derived (a field's presence, a count), as a 0-coded answer.
