@@ -518,6 +518,8 @@ impl TestCluster {
 impl Default for TestCluster {
     fn default() -> Self {
         TestCluster::new()
+    }
+}
 
 /// A lock whose every request fails at once while it is cut off, as a replica's requests do
 /// when a partition separates it from the API server (the recorders' reactor on client-go's
