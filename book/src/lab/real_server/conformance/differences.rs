@@ -126,28 +126,6 @@ pub static KNOWN: &[Difference] = &[
               sets",
     },
     Difference {
-        what: "a new finalizer is accepted on a deleting object",
-        scenarios: &["finalizers"],
-        steps: &[
-            "add a finalizer while deleting",
-            "update while deleting",
-            "remove the finalizer",
-        ],
-        paths: &[
-            "(code)",
-            "/metadata/finalizers (length)",
-            "/metadata/resourceVersion",
-        ],
-        server: None,
-        embedded: "200: the finalizer is added (and every later version of the object moves by \
-                   one)",
-        real: "422 Invalid: no new finalizers can be added if the object is being deleted",
-        reason: "apimachinery's ValidateObjectMetaUpdate forbids adding finalizers once \
-                 deletionTimestamp is set; the embedded server does not check it",
-        fix: "on update of an object with deletionTimestamp, refuse finalizers not already \
-              present with 422 (cause FieldValueForbidden on metadata.finalizers)",
-    },
-    Difference {
         what: "the namespace controller's work is done at once",
         scenarios: &["namespace_finalize"],
         steps: &["right after the delete"],
