@@ -136,6 +136,8 @@
 
 mod cluster;
 mod controls;
+mod crd_controllers;
+mod customresourcedefinition;
 mod discovery;
 mod errors;
 mod field_validation;
@@ -145,6 +147,8 @@ mod kinds;
 mod options;
 mod patch;
 mod protobuf;
+mod registry;
+mod schema;
 mod selector;
 mod serve;
 mod storage;

@@ -56,6 +56,7 @@
 //!   the stored JSON of current objects, not history (which has its own bound).
 
 mod read;
+mod registered;
 
 pub(crate) use read::Batch;
 
@@ -67,7 +68,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::kinds::{INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES};
+use super::kinds::{INITIAL_NAMESPACES, Kind, NAMESPACES};
+use super::registry::Registry;
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -240,6 +242,8 @@ pub(crate) struct Storage {
     /// Writes are checked and staged but not committed (`dryRun=All`); set only for the
     /// duration of one write ([`Storage::dry_run`]).
     dry_run: bool,
+    /// The served kinds; `objects` has one map per id it ever gave out.
+    kinds: Registry,
 }
 
 /// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
@@ -283,8 +287,10 @@ impl Storage {
     /// An empty store whose first revision is `first` (keeps I1: `first` is also the
     /// compacted revision, so nothing before it is readable).
     pub fn new(limits: Limits, first: u64) -> Self {
+        let kinds = Registry::builtin();
         Storage {
-            objects: KINDS.iter().map(|_| BTreeMap::new()).collect(),
+            objects: (0..kinds.ids()).map(|_| BTreeMap::new()).collect(),
+            kinds,
             head: first,
             compacted: first,
             history: VecDeque::new(),
@@ -459,7 +465,7 @@ impl Storage {
     /// A name for `generateName` `prefix` not yet taken in `ns`; like upstream, up to eight
     /// candidates are tried before AlreadyExists. Names are checked like any other (keeps I6).
     fn generate_name(&mut self, kind: usize, ns: &str, prefix: &str) -> Result<String, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let mut name = String::new();
         for _ in 0..MAX_NAME_GENERATION_ATTEMPTS {
             // 7919 is prime to 36^5, so successive serials give distinct suffixes.
@@ -468,8 +474,8 @@ impl Storage {
             if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
                 if let Some(m) = k.name_rule.check(&name, false) {
                     return Err(ApiError::invalid(
-                        k.group,
-                        k.kind,
+                        &k.group,
+                        &k.kind,
                         &name,
                         &[("metadata.name", m)],
                     ));
@@ -477,7 +483,7 @@ impl Storage {
                 return Ok(name);
             }
         }
-        Err(ApiError::already_exists(k.group, k.plural, &name))
+        Err(ApiError::already_exists(&k.group, &k.plural, &name))
     }
 
     /// Creates an object from a prepared body (see `Kind::prepare`).
@@ -488,18 +494,18 @@ impl Storage {
         now: Timestamp,
         hidden: bool,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let ns = meta_str(&obj, "namespace").to_string();
         let mut name = meta_str(&obj, "name").to_string();
         if k.namespaced {
-            self.check_namespace_open(k, &ns, &name)?;
+            self.check_namespace_open(&k, &ns, &name)?;
         }
         if name.is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
                 return Err(ApiError::invalid(
-                    k.group,
-                    k.kind,
+                    &k.group,
+                    &k.kind,
                     "",
                     &[("metadata.name", "name or generateName is required".into())],
                 ));
@@ -508,8 +514,8 @@ impl Storage {
             obj["metadata"]["name"] = Value::String(name.clone());
         } else if let Some(m) = k.name_rule.check(&name, false) {
             return Err(ApiError::invalid(
-                k.group,
-                k.kind,
+                &k.group,
+                &k.kind,
                 &name,
                 &[("metadata.name", m)],
             )); // keeps I6
@@ -523,7 +529,7 @@ impl Storage {
         }
         let key = (ns, name.clone());
         if self.objects[kind].contains_key(&key) {
-            return Err(ApiError::already_exists(k.group, k.plural, &name));
+            return Err(ApiError::already_exists(&k.group, &k.plural, &name));
         }
         let serial = self.next_serial();
         let meta = &mut obj["metadata"];
@@ -555,8 +561,8 @@ impl Storage {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(n) if n.meta.deleting => {
                 let mut e = ApiError::forbidden(
-                    k.group,
-                    k.plural,
+                    &k.group,
+                    &k.plural,
                     name,
                     format!(
                         "the namespace {ns} is being deleted, so nothing new may be created in it"
@@ -587,8 +593,8 @@ impl Storage {
     /// Whether any namespaced object is stored in `ns`.
     fn namespace_holds_objects(&self, ns: &str) -> bool {
         let from = (ns.to_string(), String::new());
-        KINDS.iter().enumerate().any(|(kind, k)| {
-            k.namespaced
+        self.kinds.live().any(|(kind, e)| {
+            e.storage.namespaced
                 && self.objects[kind]
                     .range(&from..)
                     .next()
@@ -600,10 +606,7 @@ impl Storage {
     /// object in it is deleted (or, if it has finalizers, marked deleted), then
     /// [`Storage::finalize_namespace`].
     fn empty_namespace(&mut self, ns: &str, now: Timestamp) {
-        for (kind, k) in KINDS.iter().enumerate() {
-            if !k.namespaced {
-                continue;
-            }
+        for kind in self.namespaced_kinds() {
             let from = (ns.to_string(), String::new());
             let names: Vec<String> = self.objects[kind]
                 .range(&from..)
@@ -659,22 +662,22 @@ impl Storage {
         mut obj: Value,
         mode: UpdateMode,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let key = (
             meta_str(&obj, "namespace").to_string(),
             meta_str(&obj, "name").to_string(),
         );
         let name = key.1.clone();
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
-            return Err(ApiError::not_found(k.group, k.plural, &name));
+            return Err(ApiError::not_found(&k.group, &k.plural, &name));
         };
         let cur_v = cur.value();
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() {
             if !k.unconditional_update {
                 return Err(ApiError::invalid(
-                    k.group,
-                    k.kind,
+                    &k.group,
+                    &k.kind,
                     &name,
                     &[(
                         "metadata.resourceVersion",
@@ -684,8 +687,8 @@ impl Storage {
             }
         } else if rv != cur.rv.to_string() {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 &name,
                 format!(
                     "it was read at resourceVersion {rv} and has changed since (now {})",
@@ -696,8 +699,8 @@ impl Storage {
         let uid = meta_str(&obj, "uid");
         if !uid.is_empty() && uid != meta_str(&cur_v, "uid") {
             return Err(ApiError::invalid(
-                k.group,
-                k.kind,
+                &k.group,
+                &k.kind,
                 &name,
                 &[("metadata.uid", "field is immutable".into())],
             ));
@@ -720,7 +723,7 @@ impl Storage {
             validation::deletion_fields_kept(&mut obj["metadata"], &cur_v["metadata"], &mut causes);
             k.validate_update(&obj, &cur_v, &mut causes);
             if !causes.is_empty() {
-                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &causes));
+                return Err(ApiError::invalid_causes(&k.group, &k.kind, &name, &causes));
             }
             // Server-owned metadata comes from storage, whatever the body says.
             for f in ["uid", "creationTimestamp", "generation"] {
@@ -777,15 +780,15 @@ impl Storage {
         pre: &Preconditions,
         now: Timestamp,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let key = (ns.to_string(), name.to_string());
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
-            return Err(ApiError::not_found(k.group, k.plural, name));
+            return Err(ApiError::not_found(&k.group, &k.plural, name));
         };
         if kind == NAMESPACES && INITIAL_NAMESPACES.contains(&name) {
             return Err(ApiError::forbidden(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 "this namespace may never be deleted".into(),
             ));
@@ -795,8 +798,8 @@ impl Storage {
             && uid != meta_str(&cur_v, "uid")
         {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 format!("the precondition uid {uid} does not match"),
             ));
@@ -805,8 +808,8 @@ impl Storage {
             && *rv != cur.rv.to_string()
         {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 format!(
                     "the precondition resourceVersion {rv} does not match (now {})",
