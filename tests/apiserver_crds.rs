@@ -628,3 +628,123 @@ spec:
     assert_eq!(created["spec"]["image"], "my-awesome-cron-image");
     assert_eq!(CronTab::kind(&()), "CronTab");
 }
+
+/// Teaches: a schema is walked for every write, so its size is bounded when the CRD is
+/// written: a schema deeper or larger than the server walks is a 422 naming the bound, and
+/// the server goes on serving.
+#[tokio::test(start_paused = true)]
+async fn a_hostile_schema_is_refused_before_it_is_ever_walked() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let with_schema = |schema: Value| {
+        let mut crd = two_versions();
+        for v in 0..2 {
+            crd["spec"]["versions"][v]["schema"]["openAPIV3Schema"] = schema.clone();
+        }
+        serde_json::from_value::<CustomResourceDefinition>(crd).unwrap()
+    };
+    let mut deep = json!({"type": "string"});
+    for _ in 0..40 {
+        deep = json!({"type": "object", "properties": {"a": deep}});
+    }
+    let wide: serde_json::Map<String, Value> = (0..5_000)
+        .map(|i| (format!("f{i}"), json!({"type": "string"})))
+        .collect();
+    let wide = json!({"type": "object", "properties": wide});
+    for (what, schema) in [("deep", deep), ("wide", wide)] {
+        let s = status_of(
+            within(
+                "a hostile CRD was never answered",
+                crds.create(&PostParams::default(), &with_schema(schema)),
+            )
+            .await,
+        );
+        assert_eq!(s.code, 422, "{what}: {s:?}");
+        assert!(
+            causes(&s)
+                .iter()
+                .any(|c| c.1 == "FieldValueForbidden" && c.2.contains("levels deep")),
+            "{what}: {s:?}"
+        );
+    }
+    install_json(&client, two_versions()).await;
+}
+
+/// Teaches: the CRD's delete waits for its instances: one held by a finalizer keeps the CRD
+/// Terminating (and its resource refusing creates, 403) until the finalizer goes.
+#[tokio::test(start_paused = true)]
+async fn a_crd_waits_for_an_instance_held_by_a_finalizer() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let typed: Api<CronTab> = Api::namespaced(client.clone(), "default");
+    let mut held = cron("held", 1);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    within(
+        "create never answered",
+        typed.create(&PostParams::default(), &held),
+    )
+    .await
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "crontabs.stable.example.com";
+    within(
+        "the CRD delete never answered",
+        crds.delete(name, &DeleteParams::default()),
+    )
+    .await
+    .unwrap();
+    let crd = crds
+        .get(name)
+        .await
+        .expect("the CRD waits for its instance");
+    assert_eq!(
+        condition(&crd, "Terminating"),
+        ("True".into(), "InstanceDeletionInProgress".into())
+    );
+    let s = status_of(typed.create(&PostParams::default(), &cron("new", 1)).await);
+    assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
+    assert_eq!(
+        s.message,
+        r#"crontabs.stable.example.com "new" is forbidden: create not allowed while custom resource definition is terminating"#
+    );
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    within(
+        "the finalizer's removal never answered",
+        typed.patch("held", &PatchParams::default(), &patch),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_of(crds.get(name).await).code, 404);
+}
+
+/// Teaches: the naming controller refuses a kind another CRD of the group was given:
+/// `NamesAccepted` is False with upstream's reason (the last conflict it checks: the list
+/// kind, `CronTabList`, defaulted from the kind), and the resource is not served.
+#[tokio::test(start_paused = true)]
+async fn a_crd_whose_kind_is_taken_is_not_established() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let mut twin = serde_json::to_value(CronTab::crd()).unwrap();
+    twin["metadata"]["name"] = json!("crontwins.stable.example.com");
+    twin["spec"]["names"] =
+        json!({"plural": "crontwins", "singular": "crontwin", "kind": "CronTab"});
+    let crd = install_json(&client, twin).await;
+    assert_eq!(
+        condition(&crd, "NamesAccepted"),
+        ("False".into(), "ListKindConflict".into())
+    );
+    assert_eq!(
+        condition(&crd, "Established"),
+        ("False".into(), "NotAccepted".into())
+    );
+    let gvk = GroupVersionKind::gvk("stable.example.com", "v1", "CronTab");
+    let twins: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "crontwins"),
+    );
+    assert_eq!(
+        status_of(twins.list(&ListParams::default()).await).code,
+        404
+    );
+}

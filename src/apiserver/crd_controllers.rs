@@ -130,20 +130,36 @@ fn accepted_names(st: &Storage, crd: &Value) -> (Value, Option<(&'static str, St
     let want = &crd["spec"]["names"];
     let mut names = crd["status"]["acceptedNames"].clone();
     let mut conflict = None;
-    let mut check = |field: &str, used: &[String], reason: &'static str| {
+    // Upstream's order: plural, singular, short names, kind, list kind; a later conflict's
+    // reason replaces an earlier one's.
+    let check = |names: &mut Value,
+                 conflict: &mut Option<(&'static str, String)>,
+                 field: &str,
+                 used: &[String],
+                 reason: &'static str| {
         let requested = want[field].as_str().unwrap_or_default();
         if requested != names[field].as_str().unwrap_or_default()
             && used.iter().any(|u| u == requested)
         {
-            conflict = Some((reason, format!("{requested:?} is already in use")));
+            *conflict = Some((reason, format!("{requested:?} is already in use")));
         } else {
             names[field] = json!(requested);
         }
     };
-    check("plural", &resources, "PluralConflict");
-    check("singular", &resources, "SingularConflict");
-    check("kind", &kinds, "KindConflict");
-    check("listKind", &kinds, "ListKindConflict");
+    check(
+        &mut names,
+        &mut conflict,
+        "plural",
+        &resources,
+        "PluralConflict",
+    );
+    check(
+        &mut names,
+        &mut conflict,
+        "singular",
+        &resources,
+        "SingularConflict",
+    );
     let shorts: Vec<&str> = want["shortNames"]
         .as_array()
         .into_iter()
@@ -154,20 +170,23 @@ fn accepted_names(st: &Storage, crd: &Value) -> (Value, Option<(&'static str, St
         .iter()
         .filter(|s| resources.iter().any(|u| u == **s))
         .collect();
-    if taken.is_empty() {
-        if shorts.is_empty() {
-            if let Some(m) = names.as_object_mut() {
-                m.remove("shortNames");
-            }
-        } else {
-            names["shortNames"] = json!(shorts);
+    if let Some(first) = taken.first() {
+        conflict = Some(("ShortNamesConflict", format!("{first:?} is already in use")));
+    } else if shorts.is_empty() {
+        if let Some(m) = names.as_object_mut() {
+            m.remove("shortNames");
         }
-    } else if conflict.is_none() {
-        conflict = Some((
-            "ShortNamesConflict",
-            format!("{:?} is already in use", taken[0]),
-        ));
+    } else {
+        names["shortNames"] = json!(shorts);
     }
+    check(&mut names, &mut conflict, "kind", &kinds, "KindConflict");
+    check(
+        &mut names,
+        &mut conflict,
+        "listKind",
+        &kinds,
+        "ListKindConflict",
+    );
     if let Some(c) = want.get("categories") {
         names["categories"] = c.clone();
     }
@@ -279,16 +298,12 @@ pub(crate) fn sync(st: &mut Storage, now: Timestamp) {
         .to_string();
     // A resource whose CRD is gone (a deletecollection removes CRDs at once): its
     // instances go, then the resource.
-    let stored: Vec<Value> = st.values(CRDS);
+    let names: std::collections::BTreeSet<String> =
+        st.keys(CRDS).into_iter().map(|(_, name)| name).collect();
     let orphans: Vec<usize> = st
         .registry()
         .live()
-        .filter(|(_, e)| {
-            e.storage
-                .crd
-                .as_ref()
-                .is_some_and(|n| !stored.iter().any(|c| c["metadata"]["name"] == n.as_str()))
-        })
+        .filter(|(_, e)| e.storage.crd.as_ref().is_some_and(|n| !names.contains(n)))
         .map(|(id, _)| id)
         .collect();
     for id in orphans {
@@ -297,12 +312,20 @@ pub(crate) fn sync(st: &mut Storage, now: Timestamp) {
         }
         st.unregister(id);
     }
-    for crd in stored {
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+    for name in names {
+        // A CRD served as stored needs nothing: it is not even parsed (keeps the work of a
+        // write linear in the number of CRDs).
+        let Some(stored) = st.get(CRDS, "", &name) else {
+            continue;
+        };
         let id = st.registry().find_crd(&name);
+        let current = id
+            .and_then(|id| st.registry().entry(id))
+            .is_some_and(|e| e.source == Some(Value::String(stored.rv.to_string())));
+        if current && !stored.meta.deleting {
+            continue;
+        }
+        let crd = stored.value();
         if !crd["metadata"]["deletionTimestamp"].is_null() {
             finalize(st, crd, id, now, &now_s);
             continue;

@@ -195,12 +195,12 @@ fn after_write(st: &mut Storage, kind: usize, now: k8s_openapi::jiff::Timestamp)
 /// A create of a custom resource: refused while its CRD is being deleted (403, as upstream's
 /// `forbidCreateAdmission`), and held until two seconds after its CRD was established, as
 /// upstream's handler holds it.
-async fn admit_create(k: &Kind) -> Result<(), ApiError> {
+async fn admit_create(k: &Kind, name: &str) -> Result<(), ApiError> {
     if k.terminating {
         return Err(ApiError::forbidden(
             &k.group,
             &k.plural,
-            "",
+            name,
             "create not allowed while custom resource definition is terminating".into(),
         ));
     }
@@ -329,7 +329,7 @@ async fn dispatch(
         (&Method::POST, Some(ns), None) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
             let (obj, warnings) = prepare_checked(k, ns, None, body, duplicates, fields)?;
-            admit_create(k).await?;
+            admit_create(k, obj["metadata"]["name"].as_str().unwrap_or_default()).await?;
             let now = cluster.now();
             let stored = cluster.write(|st| {
                 if dry_run {
