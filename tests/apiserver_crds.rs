@@ -245,6 +245,7 @@ fn two_versions() -> Value {
         "spec": {"type": "object", "properties": {
             "size": {"type": "integer", "default": 3, "minimum": 0},
             "mode": {"type": "string", "enum": ["fast", "slow"]},
+            "label": {"type": "string", "pattern": "^[a-z]+$"},
             "port": {"x-kubernetes-int-or-string": true},
             "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
             "template": {"type": "object", "x-kubernetes-embedded-resource": true,
@@ -356,7 +357,7 @@ async fn the_schema_prunes_defaults_and_validates() {
 
     let mut bad = DynamicObject::new("bad", &ar);
     bad.types.as_mut().unwrap().api_version = "shop.example.com/v2".into();
-    bad.data = json!({"spec": {"mode": "medium", "size": "big", "port": true,
+    bad.data = json!({"spec": {"mode": "medium", "size": "big", "port": true, "label": "A1",
         "template": {"metadata": {}}}});
     let s = status_of(
         within(
@@ -371,6 +372,8 @@ async fn the_schema_prunes_defaults_and_validates() {
     assert_eq!(
         got,
         [
+            ("spec.label".into(), "FieldValueInvalid".into(),
+             r#"Invalid value: "A1": spec.label in body should match '^[a-z]+$'"#.into()),
             ("spec.mode".into(), "FieldValueNotSupported".into(),
              r#"Unsupported value: "medium": supported values: "fast", "slow""#.into()),
             ("spec.port".into(), "FieldValueTypeInvalid".into(),
@@ -667,6 +670,21 @@ async fn a_hostile_schema_is_refused_before_it_is_ever_walked() {
             "{what}: {s:?}"
         );
     }
+    // A pattern whose program would be huge is refused, not compiled to its size.
+    let huge = json!({"type": "object", "properties": {
+        "spec": {"type": "string", "pattern": "(((a{100}){100}){100})"}}});
+    let s = status_of(
+        crds.create(&PostParams::default(), &with_schema(huge))
+            .await,
+    );
+    assert_eq!(s.code, 422, "{s:?}");
+    assert!(
+        causes(&s)
+            .iter()
+            .any(|c| c.0.ends_with("properties[spec].pattern")
+                && c.2.contains("must be a valid regular expression")),
+        "{s:?}"
+    );
     install_json(&client, two_versions()).await;
 }
 

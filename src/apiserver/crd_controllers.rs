@@ -30,8 +30,11 @@
 //! - `spec.conversion.strategy: Webhook` is refused (422 FieldValueNotSupported, naming it):
 //!   the server calls no webhooks. Objects of other versions are converted as `None` does:
 //!   only `apiVersion` changes.
-//! - CEL rules (`x-kubernetes-validations`) and `allOf`/`anyOf`/`oneOf`/`not`/`pattern` in a
-//!   schema are refused (422 FieldValueForbidden, naming them), never accepted and ignored.
+//! - CEL rules (`x-kubernetes-validations`) and `allOf`/`anyOf`/`oneOf`/`not` in a schema
+//!   are refused (422 FieldValueForbidden, naming them), never accepted and ignored. A
+//!   `pattern` is compiled by the `regex` crate: RE2 syntax, as Go's `regexp`, but a pattern
+//!   at the edges of either (a Unicode class one of them lacks) may be taken by one and
+//!   refused by the other.
 //! - The `scale` subresource, `additionalPrinterColumns` (no server-side tables),
 //!   `selectableFields` and validation ratcheting are not served; a version's `subresources`
 //!   apply as the storage version's declares them.

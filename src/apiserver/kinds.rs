@@ -1,10 +1,12 @@
-//! The resources the server serves, and how each one's objects are decoded and validated.
+//! A served kind, and how each one's objects are decoded and validated; the built-in kinds
+//! every server starts with (the registry, `registry`, holds them and the CRDs' kinds).
 //!
-//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`)
-//! decodes strictly into its Go type (a type error is a 400 from the decoder), a custom resource
-//! (`Widget`, `PlainWidget`) is checked against its structural schema (a type error is a 422) and pruned of
-//! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
-//! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
+//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`,
+//! `CustomResourceDefinition`) decodes strictly into its Go type (a type error is a 400 from
+//! the decoder), a custom resource is checked against its structural schema (a type error is
+//! a 422) and pruned of unknown fields. The book's compiled-in custom resources (`Widget`,
+//! `PlainWidget`) are modelled by a round trip through the Rust type: serde drops unknown
+//! fields exactly as pruning does; a CRD's resource is decoded by its schema (`schema`). A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
 //! `spec.finalizers` (which only the server changes), and the label naming it. A Lease

@@ -8,7 +8,12 @@
 //! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create, deletecollection | get, update, patch, delete
 //! /apis/lab.controlloop.dev/v1/widgets                 list, watch (all namespaces)
 //! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
+//! /apis/apiextensions.k8s.io/v1/customresourcedefinitions[/{name}[/status]]
+//! /apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}[/status]]   each CRD's resource
 //! ```
+//!
+//! The resource a path names is looked up in the registry (`registry`) under the storage
+//! lock, once; the handler then works with that version's kind.
 //!
 //! # Invariants
 //! 1. Every handler parses and validates fully before it takes the storage lock, and storage

@@ -55,7 +55,12 @@ pub(crate) struct Schema {
     pub max_length: Option<u64>,
     pub min_items: Option<u64>,
     pub max_items: Option<u64>,
+    /// `pattern`, compiled (at most [`MAX_PATTERN_BYTES`] of program).
+    pub pattern: Option<regex::Regex>,
 }
+
+/// The most memory one compiled `pattern` may take (keeps I1).
+pub(crate) const MAX_PATTERN_BYTES: usize = 1 << 20;
 
 /// A cause of a 422: field path, reason, message.
 pub(crate) type Cause = (String, &'static str, String);
@@ -157,7 +162,22 @@ impl Reader<'_> {
                 "Forbidden: this embedded server does not evaluate CEL validation rules (x-kubernetes-validations) yet",
             );
         }
-        for unsupported in ["allOf", "anyOf", "oneOf", "not", "pattern"] {
+        if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+            match regex::RegexBuilder::new(p)
+                .size_limit(MAX_PATTERN_BYTES)
+                .build()
+            {
+                Ok(re) => s.pattern = Some(re),
+                Err(e) => self.push(
+                    format!("{path}.pattern"),
+                    "FieldValueInvalid",
+                    format!(
+                        "Invalid value: {p:?}: must be a valid regular expression, but isn't: {e}"
+                    ),
+                ),
+            }
+        }
+        for unsupported in ["allOf", "anyOf", "oneOf", "not"] {
             if m.contains_key(unsupported) {
                 self.push(
                     format!("{path}.{unsupported}"),
@@ -485,6 +505,9 @@ impl Schema {
             }
         }
         if let Some(s) = v.as_str() {
+            if let Some(re) = self.pattern.as_ref().filter(|re| !re.is_match(s)) {
+                invalid(causes, format!("should match '{}'", re.as_str()));
+            }
             let len = s.chars().count() as u64;
             if let Some(min) = self.min_length.filter(|min| len < *min) {
                 invalid(causes, format!("should be at least {min} chars long"));
