@@ -333,6 +333,7 @@ async fn dispatch(
         }
         (&Method::POST, Some(ns), None) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let body = without_status(k, UpdateMode::Main, body);
             let (obj, warnings) = prepare_checked(k, ns, None, body, duplicates, fields)?;
             admit_create(k, obj["metadata"]["name"].as_str().unwrap_or_default()).await?;
             let now = cluster.now();
@@ -357,6 +358,7 @@ async fn dispatch(
         }
         (&Method::PUT, Some(ns), Some(name)) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let body = without_status(k, mode, body);
             let (obj, warnings) = prepare_checked(k, ns, Some(name), body, duplicates, fields)?;
             let now = cluster.now();
             let stored = cluster.write(|st| {
@@ -549,6 +551,7 @@ async fn patch_object(
             return Err(ApiError::not_found(&k.group, &k.plural, name));
         };
         let patched = patch.apply(k.present_value(cur.value()), k, name)?;
+        let patched = without_status(k, mode, patched);
         let (obj, warnings) = if fields == Directive::Ignore {
             (k.prepare(ns, Some(name), patched)?, Vec::new())
         } else {
@@ -597,6 +600,21 @@ const DROPPED: &[&str] = &[
     "metadata.selfLink",
     "metadata.namespace",
 ];
+
+/// A custom resource's body on its main endpoint, when its CRD installs the status
+/// subresource: `status` is dropped before validation, since the write keeps the stored
+/// status whatever the body says (the custom resource strategy's `PrepareForUpdate` runs
+/// before its `Validate` upstream, so a body's status is never validated there).
+fn without_status(k: &Kind, mode: UpdateMode, mut body: Value) -> Value {
+    if mode == UpdateMode::Main
+        && k.status_subresource
+        && k.crd.is_some()
+        && let Some(m) = body.as_object_mut()
+    {
+        m.remove("status");
+    }
+    body
+}
 
 /// `Kind::prepare`, and the unknown and `duplicates` fields of a create's or an update's
 /// body dealt with as `fields` says: the object and the warnings to send, or a strict
