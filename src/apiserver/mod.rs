@@ -72,7 +72,10 @@
 //! 4. A list or watch response never copies a stored object of 16 KiB or more: such objects
 //!    are sent as the stored bytes themselves (`frames`). The one exception is an object that
 //!    an update takes out of a watch's selection: its previous state is encoded anew at the
-//!    update's revision, one object at a time. What one request holds of its own,
+//!    update's revision, one object at a time. The other is a custom resource read through
+//!    a version other than its storage version, or whose schema has defaults: each object
+//!    is converted (and defaulted) anew, one at a time, as upstream's read path does. What
+//!    one request holds of its own,
 //!    whether or not its client reads, is therefore bounded whatever the objects' size:
 //!    - the chunk being framed: at most 256 KiB plus one object under 16 KiB of copies;
 //!    - hyper's write queue, which stops taking chunks from the body at 16 buffers or about
