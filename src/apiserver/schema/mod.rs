@@ -548,7 +548,64 @@ fn shown(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// Any JSON a client could send, a few levels deep, biased towards schema keywords.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![
+            Just("type".to_string()),
+            Just("properties".to_string()),
+            Just("items".to_string()),
+            Just("additionalProperties".to_string()),
+            Just("required".to_string()),
+            Just("default".to_string()),
+            Just("enum".to_string()),
+            Just("pattern".to_string()),
+            Just("x-kubernetes-preserve-unknown-fields".to_string()),
+            Just("x-kubernetes-embedded-resource".to_string()),
+            Just("x-kubernetes-int-or-string".to_string()),
+            "[a-z]{1,3}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop_oneof![
+                Just("object"),
+                Just("array"),
+                Just("string"),
+                Just("integer"),
+                Just("(a"),
+                Just("x")
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(6, 64, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(key.clone(), inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever a client sends as a schema and as an object, reading, pruning,
+        /// defaulting and validating never panic, and pruning twice is pruning once.
+        #[test]
+        fn any_schema_and_object_are_walked_without_panic(raw in any_json(), obj in any_json()) {
+            let mut causes = Vec::new();
+            let schema = Schema::read(&raw, "s", &mut causes);
+            let mut once = obj.clone();
+            schema.prune_and_default(&mut once, true);
+            let mut twice = once.clone();
+            schema.prune_and_default(&mut twice, true);
+            prop_assert_eq!(&once, &twice);
+            let mut found = Vec::new();
+            schema.validate(&once, "", &mut found);
+        }
+    }
 
     fn read(raw: Value) -> (Schema, Vec<Cause>) {
         let mut causes = Vec::new();
