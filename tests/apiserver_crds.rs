@@ -260,7 +260,8 @@ fn two_versions() -> Value {
         "spec": {
             "group": "shop.example.com",
             "scope": "Cluster",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget",
+                      "listKind": "GadgetCatalog"},
             "versions": [
                 {"name": "v1", "served": true, "storage": false, "schema": schema},
                 {"name": "v2", "served": true, "storage": true, "schema": schema,
@@ -305,6 +306,7 @@ async fn a_multi_version_crd_stores_at_its_storage_version_and_serves_each_versi
     let read = v2.get("g").await.unwrap();
     assert_eq!(read.types.unwrap().api_version, "shop.example.com/v2");
     let listed = v1.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.types.kind, "GadgetCatalog");
     assert_eq!(
         listed.items[0].types.as_ref().unwrap().api_version,
         "shop.example.com/v1"

@@ -249,6 +249,7 @@ fn entry_of(crd: &Value, established_at: Option<tokio::time::Instant>) -> Option
             kind: names["kind"].as_str().unwrap_or_default().into(),
             plural: names["plural"].as_str().unwrap_or_default().into(),
             singular: names["singular"].as_str().unwrap_or_default().into(),
+            list_kind: names["listKind"].as_str().unwrap_or_default().into(),
             short_names: names["shortNames"]
                 .as_array()
                 .into_iter()

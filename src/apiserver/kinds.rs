@@ -49,6 +49,8 @@ pub(crate) struct Kind {
     pub kind: String,
     pub plural: String,
     pub singular: String,
+    /// The kind of a list of them (`{kind}List`, or a CRD's `names.listKind`).
+    pub list_kind: String,
     pub short_names: Vec<String>,
     /// The `/status` subresource: the main endpoint ignores `status`, `/status` writes only it.
     pub status_subresource: bool,
@@ -224,6 +226,7 @@ impl Kind {
             kind: kind.into(),
             plural: plural.into(),
             singular: kind.to_lowercase(),
+            list_kind: format!("{kind}List"),
             short_names: short_names.iter().map(|s| s.to_string()).collect(),
             status_subresource: false,
             tracks_generation: false,

@@ -229,7 +229,8 @@ pub(super) async fn list(
     if let Some(token) = token {
         meta["continue"] = Value::String(token);
     }
-    let head = serde_json::json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(), "metadata": meta});
+    let head =
+        serde_json::json!({"kind": k.list_kind, "apiVersion": k.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).expect("json");
     Ok(json_response(
         StatusCode::OK,
