@@ -247,6 +247,12 @@ fn two_versions() -> Value {
             "size": {"type": "integer", "default": 3, "minimum": 0},
             "mode": {"type": "string", "enum": ["fast", "slow"]},
             "label": {"type": "string", "pattern": "^[a-z]+$"},
+            "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "required": ["name"], "properties": {
+                          "name": {"type": "string"}, "port": {"type": "integer"}}}},
             "port": {"x-kubernetes-int-or-string": true},
             "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
             "template": {"type": "object", "x-kubernetes-embedded-resource": true,
@@ -361,6 +367,8 @@ async fn the_schema_prunes_defaults_and_validates() {
     let mut bad = DynamicObject::new("bad", &ar);
     bad.types.as_mut().unwrap().api_version = "shop.example.com/v2".into();
     bad.data = json!({"spec": {"mode": "medium", "size": "big", "port": true, "label": "A1",
+        "at": "yesterday", "tags": ["a", "b", "a"],
+        "ports": [{"name": "x", "port": 1}, {"name": "x", "port": 2}],
         "template": {"metadata": {}}}});
     let s = status_of(
         within(
@@ -375,14 +383,20 @@ async fn the_schema_prunes_defaults_and_validates() {
     assert_eq!(
         got,
         [
+            ("spec.at".into(), "FieldValueTypeInvalid".into(),
+             r#"Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#.into()),
             ("spec.label".into(), "FieldValueInvalid".into(),
              r#"Invalid value: "A1": spec.label in body should match '^[a-z]+$'"#.into()),
             ("spec.mode".into(), "FieldValueNotSupported".into(),
              r#"Unsupported value: "medium": supported values: "fast", "slow""#.into()),
             ("spec.port".into(), "FieldValueTypeInvalid".into(),
              r#"Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#.into()),
+            ("spec.ports[1]".into(), "FieldValueDuplicate".into(),
+             r#"Duplicate value: {"name":"x"}"#.into()),
             ("spec.size".into(), "FieldValueTypeInvalid".into(),
              r#"Invalid value: "string": spec.size in body must be of type integer: "string""#.into()),
+            ("spec.tags[2]".into(), "FieldValueDuplicate".into(),
+             r#"Duplicate value: "a""#.into()),
             ("spec.template.apiVersion".into(), "FieldValueRequired".into(),
              "Required value: must not be empty".into()),
             ("spec.template.kind".into(), "FieldValueRequired".into(),
@@ -549,6 +563,20 @@ async fn a_wrong_or_unsupported_crd_is_refused_with_its_causes() {
         "spec.versions[1].schema.openAPIV3Schema.x-kubernetes-validations"
     );
     assert!(got[0].2.contains("does not evaluate CEL"), "{got:?}");
+    let got = refuse(|c| {
+        c["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["size"]["multipleOf"] = json!(2)
+    })
+    .await;
+    assert_eq!(
+        got,
+        [(
+            "spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[size].multipleOf"
+                .into(),
+            "FieldValueForbidden".into(),
+            "Forbidden: this embedded server does not evaluate multipleOf in a schema yet".into()
+        )]
+    );
     let got = refuse(|c| {
         c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
             ["loose"] = json!({})

@@ -30,8 +30,12 @@
 //! - `spec.conversion.strategy: Webhook` is refused (422 FieldValueNotSupported, naming it):
 //!   the server calls no webhooks. Objects of other versions are converted as `None` does:
 //!   only `apiVersion` changes.
-//! - CEL rules (`x-kubernetes-validations`) and `allOf`/`anyOf`/`oneOf`/`not` in a schema
-//!   are refused (422 FieldValueForbidden, naming them), never accepted and ignored. A
+//! - CEL rules (`x-kubernetes-validations`), `allOf`/`anyOf`/`oneOf`/`not`, `multipleOf`,
+//!   `minProperties`/`maxProperties`, `exclusiveMinimum`/`exclusiveMaximum`, `uniqueItems`
+//!   and a string `format` other than `date-time` (and the formats kube-openapi does not
+//!   check) are refused (422 FieldValueForbidden, naming them), never accepted and ignored.
+//!   A `date-time` is parsed as RFC 3339 with an offset; Go's strfmt also takes a few
+//!   layouts without one. A
 //!   `pattern` is compiled by the `regex` crate: RE2 syntax, as Go's `regexp`, but a pattern
 //!   at the edges of either (a Unicode class one of them lacks) may be taken by one and
 //!   refused by the other.

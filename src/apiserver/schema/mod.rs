@@ -57,7 +57,31 @@ pub(crate) struct Schema {
     pub max_items: Option<u64>,
     /// `pattern`, compiled (at most [`MAX_PATTERN_BYTES`] of program).
     pub pattern: Option<regex::Regex>,
+    /// `x-kubernetes-list-type`: `set` and `map` lists hold no duplicates.
+    pub list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`: what identifies an item of a `map` list.
+    pub list_map_keys: Vec<String>,
+    /// `format: date-time` on a string: an RFC 3339 time.
+    pub date_time: bool,
 }
+
+/// Schema keywords this server does not evaluate yet: a schema that uses one is refused
+/// rather than served without it.
+const NOT_EVALUATED: [&str; 9] = [
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "multipleOf",
+    "minProperties",
+    "maxProperties",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+];
+
+/// The `format`s of a string this server evaluates: `date-time`, and those kube-openapi does
+/// not check (`password`, the numeric ones a generator may write on a string).
+const STRING_FORMATS: [&str; 6] = ["", "date-time", "password", "int32", "int64", "double"];
 
 /// The most memory one compiled `pattern` may take (keeps I1).
 pub(crate) const MAX_PATTERN_BYTES: usize = 1 << 20;
@@ -145,13 +169,12 @@ impl Reader<'_> {
         s.max_length = count("maxLength");
         s.min_items = count("minItems");
         s.max_items = count("maxItems");
-        s.required = m
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.as_str().map(str::to_string))
-            .collect();
+        let strings = |k: &str| -> Vec<String> {
+            let list = m.get(k).and_then(Value::as_array).into_iter().flatten();
+            list.filter_map(|r| r.as_str().map(str::to_string))
+                .collect()
+        };
+        s.required = strings("required");
         if m.get("x-kubernetes-validations")
             .and_then(Value::as_array)
             .is_some_and(|v| !v.is_empty())
@@ -177,14 +200,35 @@ impl Reader<'_> {
                 ),
             }
         }
-        for unsupported in ["allOf", "anyOf", "oneOf", "not"] {
-            if m.contains_key(unsupported) {
-                self.push(
-                    format!("{path}.{unsupported}"),
-                    "FieldValueForbidden",
-                    format!("Forbidden: this embedded server does not evaluate {unsupported} in a schema yet"),
-                );
-            }
+        s.list_type = m
+            .get("x-kubernetes-list-type")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        s.list_map_keys = strings("x-kubernetes-list-map-keys");
+        let format = m.get("format").and_then(Value::as_str).unwrap_or_default();
+        s.date_time = s.ty == "string" && format == "date-time";
+        let mut refused: Vec<&str> = NOT_EVALUATED
+            .iter()
+            .copied()
+            .filter(|k| m.contains_key(*k))
+            .collect();
+        if m.get("uniqueItems") == Some(&Value::Bool(true)) {
+            refused.push("uniqueItems");
+        }
+        if s.ty == "string" && !STRING_FORMATS.contains(&format) {
+            refused.push("format");
+        }
+        for unsupported in refused {
+            let what = if unsupported == "format" {
+                format!("format {format:?} on a string")
+            } else {
+                unsupported.to_string()
+            };
+            self.push(
+                format!("{path}.{unsupported}"),
+                "FieldValueForbidden",
+                format!("Forbidden: this embedded server does not evaluate {what} in a schema yet"),
+            );
         }
         // What makes a node structural (upstream's `validateStructuralInvariants` and
         // `validateStructuralCompleteness`, the rules a user meets).
@@ -482,8 +526,44 @@ impl Schema {
                         s.validate(item, &format!("{path}[{i}]"), causes);
                     }
                 }
+                self.unique(items, path, causes);
             }
             _ => {}
+        }
+    }
+
+    /// A `set` or `map` list's duplicates (`listtype`): each later copy of an item (a set) or
+    /// of an item's keys (a map) is a `Duplicate value`. Items are compared by their JSON
+    /// (object keys sorted, as Go's encoder sorts them), through a hash set: linear in the
+    /// list's size, whatever a client sends.
+    fn unique(&self, items: &[Value], path: &str, causes: &mut Vec<Cause>) {
+        let key = |item: &Value| -> Option<Value> {
+            match self.list_type.as_deref() {
+                Some("set") => Some(item.clone()),
+                Some("map") => {
+                    let m = item.as_object()?;
+                    let keys = self
+                        .list_map_keys
+                        .iter()
+                        .filter_map(|k| m.get(k).map(|v| (k.clone(), v.clone())))
+                        .collect();
+                    Some(Value::Object(keys))
+                }
+                _ => None,
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        for (i, item) in items.iter().enumerate() {
+            let Some(k) = key(item) else {
+                continue;
+            };
+            if !seen.insert(k.to_string()) {
+                causes.push((
+                    format!("{path}[{i}]"),
+                    "FieldValueDuplicate",
+                    format!("Duplicate value: {}", shown(&k)),
+                ));
+            }
         }
     }
 
@@ -505,6 +585,15 @@ impl Schema {
             }
         }
         if let Some(s) = v.as_str() {
+            if self.date_time && s.parse::<k8s_openapi::jiff::Timestamp>().is_err() {
+                causes.push((
+                    path.to_string(),
+                    "FieldValueTypeInvalid",
+                    format!(
+                        "Invalid value: {s:?}: {path} in body must be of type date-time: {s:?}"
+                    ),
+                ));
+            }
             if let Some(re) = self.pattern.as_ref().filter(|re| !re.is_match(s)) {
                 invalid(causes, format!("should match '{}'", re.as_str()));
             }
