@@ -67,7 +67,14 @@ pub(crate) struct Schema {
 
 /// Schema keywords this server does not evaluate yet: a schema that uses one is refused
 /// rather than served without it.
-const NOT_EVALUATED: [&str; 9] = [
+const NOT_EVALUATED: [&str; 16] = [
+    "$ref",
+    "$schema",
+    "id",
+    "definitions",
+    "patternProperties",
+    "dependencies",
+    "additionalItems",
     "allOf",
     "anyOf",
     "oneOf",
@@ -205,6 +212,19 @@ impl Reader<'_> {
             .and_then(Value::as_str)
             .map(str::to_string);
         s.list_map_keys = strings("x-kubernetes-list-map-keys");
+        if !matches!(
+            s.ty.as_str(),
+            "" | "object" | "array" | "string" | "integer" | "number" | "boolean"
+        ) {
+            self.push(
+                format!("{path}.type"),
+                "FieldValueNotSupported",
+                format!(
+                    r#"Unsupported value: {:?}: supported values: "array", "boolean", "integer", "number", "object", "string""#,
+                    s.ty
+                ),
+            );
+        }
         let format = m.get("format").and_then(Value::as_str).unwrap_or_default();
         s.date_time = s.ty == "string" && format == "date-time";
         let mut refused: Vec<&str> = NOT_EVALUATED
@@ -761,6 +781,13 @@ mod tests {
     fn a_schema_that_is_not_structural_or_too_deep_is_refused() {
         let (_, causes) = read(json!({"type": "object", "properties": {"a": {}}}));
         assert_eq!(causes[0].0, "s.properties[a].type");
+        let (_, causes) = read(json!({"type": "object", "properties": {"a": {"type": "text"}}}));
+        assert_eq!(
+            (causes[0].0.as_str(), causes[0].1),
+            ("s.properties[a].type", "FieldValueNotSupported")
+        );
+        let (_, causes) = read(json!({"type": "object", "$ref": "#/x"}));
+        assert_eq!(causes[0].0, "s.$ref");
         let mut deep = json!({"type": "string"});
         for _ in 0..40 {
             deep = json!({"type": "object", "properties": {"a": deep}});
