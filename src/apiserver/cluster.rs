@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::controls::{self, Failure, RequestLog, RequestRecord};
 use super::errors::ApiError;
-use super::kinds::{self, KINDS, Kind};
+use super::kinds;
 use super::options::ServerOptions;
 use super::storage::{self, INITIAL_REVISION, Storage};
 
@@ -72,7 +72,9 @@ impl std::fmt::Debug for Cluster {
 /// initial state: at the first revision, with no event, and with `uid`s of their own so that
 /// every later object's `uid` and generated name are what they would be without them.
 fn seed_namespaces(storage: &mut Storage, epoch: Timestamp) {
-    let k = &KINDS[kinds::NAMESPACES];
+    let k = storage
+        .kind(kinds::NAMESPACES)
+        .expect("namespaces are built in");
     let created = Timestamp::from_second(epoch.as_second()).unwrap_or(epoch);
     for (i, name) in kinds::INITIAL_NAMESPACES.iter().enumerate() {
         let body = serde_json::json!({"metadata": {"name": name}});
@@ -84,8 +86,11 @@ fn seed_namespaces(storage: &mut Storage, epoch: Timestamp) {
     }
 }
 
-pub(super) fn kind_of<K: kube::Resource<DynamicType = ()>>() -> Result<usize, ApiError> {
-    Kind::find(&K::group(&()), &K::version(&()), &K::plural(&())).ok_or_else(|| {
+pub(super) fn kind_of<K: kube::Resource<DynamicType = ()>>(
+    storage: &Storage,
+) -> Result<usize, ApiError> {
+    let found = storage.registry().find_kind(&K::group(&()), &K::kind(&()));
+    found.ok_or_else(|| {
         ApiError::bad_request(format!("the server does not serve {}", K::plural(&())))
     })
 }
@@ -263,9 +268,13 @@ impl Cluster {
     where
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let kind = kind_of::<K>()?;
+        let (kind, k) = {
+            let st = self.shared.storage.lock();
+            let kind = kind_of::<K>(&st)?;
+            (kind, st.kind(kind)?)
+        };
         let value = serde_json::to_value(obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let ns = if KINDS[kind].namespaced {
+        let ns = if k.namespaced {
             value["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("default")
@@ -273,7 +282,7 @@ impl Cluster {
         } else {
             String::new()
         };
-        let prepared = KINDS[kind].prepare(&ns, None, value)?;
+        let prepared = k.prepare(&ns, None, value)?;
         let now = self.now();
         let stored = self.write(|st| st.silent_write(kind, prepared, now))?;
         serde_json::from_slice(&stored.json).map_err(|e| ApiError::bad_request(e.to_string()))
@@ -295,7 +304,10 @@ impl Cluster {
 
     /// The number of `kind` objects stored, for checks that a rejected request changed nothing.
     pub fn object_count<K: kube::Resource<DynamicType = ()>>(&self) -> usize {
-        let Ok(kind) = kind_of::<K>() else { return 0 };
-        self.shared.storage.lock().count(kind)
+        let st = self.shared.storage.lock();
+        let Ok(kind) = kind_of::<K>(&st) else {
+            return 0;
+        };
+        st.count(kind)
     }
 }

@@ -7,17 +7,20 @@
 
 use serde_json::{Value, json};
 
-use super::kinds::{KINDS, Kind};
+use super::kinds::Kind;
+use super::registry::Registry;
 
 /// The Kubernetes version the server reports: the modelled minor (k8s-openapi `v1_36`).
 pub const KUBERNETES_VERSION: &str = "v1.36.0";
 
-fn resources(group: &str, version: &str) -> Vec<Value> {
+/// Every served version's kind, in registry order.
+fn served(reg: &Registry) -> impl Iterator<Item = &Kind> {
+    reg.live().flat_map(|(_, e)| e.served.iter().map(|k| &**k))
+}
+
+fn resources(reg: &Registry, group: &str, version: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for k in KINDS
-        .iter()
-        .filter(|k| k.group == group && k.version == version)
-    {
+    for k in served(reg).filter(|k| k.group == group && k.version == version) {
         out.push(json!({
             "name": k.plural,
             "singularName": k.singular,
@@ -39,19 +42,28 @@ fn resources(group: &str, version: &str) -> Vec<Value> {
     out
 }
 
-fn groups() -> Vec<&'static Kind> {
-    let mut seen: Vec<&'static Kind> = Vec::new();
-    for k in KINDS.iter().filter(|k| !k.group.is_empty()) {
-        if !seen.iter().any(|s| s.group == k.group) {
-            seen.push(k);
+/// Each API group with its versions, in the order they were registered.
+fn groups(reg: &Registry) -> Vec<(&str, Vec<&str>)> {
+    let mut seen: Vec<(&str, Vec<&str>)> = Vec::new();
+    for k in served(reg).filter(|k| !k.group.is_empty()) {
+        match seen.iter_mut().find(|(g, _)| *g == k.group) {
+            Some((_, versions)) if !versions.contains(&k.version.as_str()) => {
+                versions.push(&k.version)
+            }
+            Some(_) => {}
+            None => seen.push((&k.group, vec![&k.version])),
         }
     }
     seen
 }
 
-fn group_doc(k: &Kind) -> Value {
-    let gv = json!({"groupVersion": k.api_version(), "version": k.version});
-    json!({"name": k.group, "versions": [gv.clone()], "preferredVersion": gv})
+fn group_doc((group, versions): (&str, Vec<&str>)) -> Value {
+    let gv = |v: &str| json!({"groupVersion": format!("{group}/{v}"), "version": v});
+    json!({
+        "name": group,
+        "versions": versions.iter().map(|v| gv(v)).collect::<Vec<_>>(),
+        "preferredVersion": gv(versions[0]),
+    })
 }
 
 /// Whether a path is a discovery or health path (exempt from the fault switch), without
@@ -70,7 +82,7 @@ pub(crate) fn is_discovery_path(segments: &[&str]) -> bool {
 }
 
 /// The discovery document at `path`, or `None` if `path` is not a discovery path.
-pub(crate) fn document(segments: &[&str], server_address: &str) -> Option<Value> {
+pub(crate) fn document(reg: &Registry, segments: &[&str], server_address: &str) -> Option<Value> {
     Some(match segments {
         ["version"] => {
             let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap_or_default();
@@ -94,25 +106,25 @@ pub(crate) fn document(segments: &[&str], server_address: &str) -> Option<Value>
         ["api", "v1"] => json!({
             "kind": "APIResourceList",
             "groupVersion": "v1",
-            "resources": resources("", "v1"),
+            "resources": resources(reg, "", "v1"),
         }),
         ["apis"] => json!({
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": groups().into_iter().map(group_doc).collect::<Vec<_>>(),
+            "groups": groups(reg).into_iter().map(group_doc).collect::<Vec<_>>(),
         }),
         ["apis", g] => {
-            let k = groups().into_iter().find(|k| k.group == *g)?;
-            let mut d = group_doc(k);
+            let found = groups(reg).into_iter().find(|(name, _)| name == g)?;
+            let mut d = group_doc(found);
             d["kind"] = json!("APIGroup");
             d["apiVersion"] = json!("v1");
             d
         }
-        ["apis", g, v] if KINDS.iter().any(|k| k.group == *g && k.version == *v) => json!({
+        ["apis", g, v] if served(reg).any(|k| k.group == *g && k.version == *v) => json!({
             "kind": "APIResourceList",
             "apiVersion": "v1",
             "groupVersion": format!("{g}/{v}"),
-            "resources": resources(g, v),
+            "resources": resources(reg, g, v),
         }),
         _ => return None,
     })
@@ -124,13 +136,14 @@ mod tests {
 
     #[test]
     fn every_served_resource_is_discoverable() {
-        let core = document(&["api", "v1"], "x").unwrap();
+        let reg = Registry::builtin();
+        let core = document(&reg, &["api", "v1"], "x").unwrap();
         assert_eq!(core["resources"][0]["name"], "configmaps");
         assert_eq!(core["resources"][1]["name"], "namespaces");
         assert_eq!(core["resources"][1]["namespaced"], false);
-        let groups = document(&["apis"], "x").unwrap();
+        let groups = document(&reg, &["apis"], "x").unwrap();
         assert_eq!(groups["groups"][0]["name"], "lab.controlloop.dev");
-        let lab = document(&["apis", "lab.controlloop.dev", "v1"], "x").unwrap();
+        let lab = document(&reg, &["apis", "lab.controlloop.dev", "v1"], "x").unwrap();
         let names: Vec<_> = lab["resources"]
             .as_array()
             .unwrap()
@@ -138,7 +151,7 @@ mod tests {
             .map(|r| r["name"].clone())
             .collect();
         assert_eq!(names, ["widgets", "widgets/status", "plainwidgets"]);
-        assert!(document(&["apis", "nope", "v1"], "x").is_none());
-        assert_eq!(document(&["version"], "x").unwrap()["minor"], "36");
+        assert!(document(&reg, &["apis", "nope", "v1"], "x").is_none());
+        assert_eq!(document(&reg, &["version"], "x").unwrap()["minor"], "36");
     }
 }

@@ -1,10 +1,12 @@
-//! The resources the server serves, and how each one's objects are decoded and validated.
+//! A served kind, and how each one's objects are decoded and validated; the built-in kinds
+//! every server starts with (the registry, `registry`, holds them and the CRDs' kinds).
 //!
-//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`)
-//! decodes strictly into its Go type (a type error is a 400 from the decoder), a custom resource
-//! (`Widget`, `PlainWidget`) is checked against its structural schema (a type error is a 422) and pruned of
-//! unknown fields. Both are modelled by a round trip through the Rust type: serde drops
-//! unknown fields exactly as pruning does. A Namespace also has its strategy's hooks
+//! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`,
+//! `CustomResourceDefinition`) decodes strictly into its Go type (a type error is a 400 from
+//! the decoder), a custom resource is checked against its structural schema (a type error is
+//! a 422) and pruned of unknown fields. The book's compiled-in custom resources (`Widget`,
+//! `PlainWidget`) are modelled by a round trip through the Rust type: serde drops unknown
+//! fields exactly as pruning does; a CRD's resource is decoded by its schema (`schema`). A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
 //! `spec.finalizers` (kept as stored by the main endpoint; the `finalize` subresource writes
@@ -22,6 +24,8 @@
 //! - A field k8s-openapi requires (a `NamespaceCondition`'s `status`, an owner reference's
 //!   `uid`) is required in a body; Go's decoder would take a missing one as empty.
 
+use bytes::Bytes;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -31,17 +35,24 @@ use super::validation::{self, NameRule, ReasonedCause};
 use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::sync::Arc;
+
+use super::customresourcedefinition as crd;
+use super::schema::{self, Schema};
 
 /// One resource the server serves.
 #[derive(Debug)]
 pub(crate) struct Kind {
     /// API group; empty for the core group.
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub plural: &'static str,
-    pub singular: &'static str,
-    pub short_names: &'static [&'static str],
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    /// The kind of a list of them (`{kind}List`, or a CRD's `names.listKind`).
+    pub list_kind: String,
+    pub short_names: Vec<String>,
     /// The `/status` subresource: the main endpoint ignores `status`, `/status` writes only it.
     pub status_subresource: bool,
     /// `metadata.generation` is kept (starts at 1, bumps when the spec changes).
@@ -51,8 +62,8 @@ pub(crate) struct Kind {
     /// The patch metadata strategic merge patch follows; `None` refuses it with 415 (custom
     /// resources, as upstream).
     pub patch_schema: Option<&'static Ty>,
-    /// Decodes a body into the typed object and back, dropping unknown fields.
-    round_trip: fn(Value) -> Result<Value, String>,
+    /// How a body is decoded: a typed round trip, or a CRD's structural schema.
+    pub decode: Decode,
     /// A decode failure is 422 (schema validation) rather than 400 (decoder).
     pub decode_error_is_invalid: bool,
     /// Objects live in a namespace (else the kind is cluster-scoped: key `("", name)`).
@@ -65,16 +76,44 @@ pub(crate) struct Kind {
     /// conformance suite). A namespace is never removed at once upstream: its delete answers
     /// with the namespace, Terminating.
     pub returns_deleted_object: bool,
+    /// The CustomResourceDefinition that serves this kind; `None` for a built-in kind.
+    pub crd: Option<String>,
+    /// The `apiVersion` objects are stored at, when this kind is a served version other than
+    /// the storage version: a body is converted to it (as `strategy: None` conversion does),
+    /// and a stored object is converted back to this version when it is read.
+    pub stored_as: Option<String>,
+    /// Its CRD is being deleted: creates are refused.
+    pub terminating: bool,
+    /// When its CRD was established (tokio's clock): a create waits until
+    /// two seconds after it, as upstream's handler does.
+    pub established_at: Option<tokio::time::Instant>,
 }
 
-/// Index of ConfigMaps in [`KINDS`].
+/// How a kind's bodies are decoded.
+#[derive(Debug)]
+pub(crate) enum Decode {
+    /// Into the typed object and back, dropping unknown fields (a built-in kind).
+    Typed(fn(Value) -> Result<Value, String>),
+    /// Pruned, defaulted and validated by a CRD version's structural schema.
+    Schema(Arc<Schema>),
+}
+
+/// Index of ConfigMaps in [`builtins`], and their id in every registry.
 #[cfg(test)]
 pub(crate) const CONFIGMAPS: usize = 0;
-/// Index of Widgets in [`KINDS`].
+/// Index of Widgets in [`builtins`].
 #[cfg(test)]
 pub(crate) const WIDGETS: usize = 1;
-/// Index of Namespaces in [`KINDS`].
+/// Index of Namespaces in [`builtins`], and their id in every registry.
 pub(crate) const NAMESPACES: usize = 3;
+/// Index of CustomResourceDefinitions in [`builtins`], and their id in every registry.
+pub(crate) const CRDS: usize = 5;
+
+/// Built-in kind `i` (see [`builtins`]), for unit tests.
+#[cfg(test)]
+pub(crate) fn builtin(i: usize) -> Kind {
+    builtins().into_iter().nth(i).expect("a built-in kind")
+}
 
 /// The namespaces a fresh cluster has, as kube-apiserver's bootstrap controllers create them
 /// (`default`; `kube-system`, `kube-public`, `kube-node-lease`). None of them may be deleted
@@ -110,102 +149,134 @@ fn round_trip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
-/// Every resource the server serves, indexed by the constants above.
-pub(crate) static KINDS: [Kind; 5] = [
-    Kind {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        singular: "configmap",
-        short_names: &["cm"],
-        status_subresource: false,
-        tracks_generation: false,
-        unconditional_update: true,
-        patch_schema: Some(&strategic::CONFIG_MAP),
-        round_trip: round_trip::<ConfigMap>,
-        decode_error_is_invalid: false,
-        namespaced: true,
-        returns_deleted_object: false,
-        name_rule: NameRule::Subdomain,
-    },
-    Kind {
-        group: "lab.controlloop.dev",
-        version: "v1",
-        kind: "Widget",
-        plural: "widgets",
-        singular: "widget",
-        short_names: &["wd"],
-        status_subresource: true,
-        tracks_generation: true,
-        unconditional_update: false,
-        patch_schema: None,
-        round_trip: round_trip::<Widget>,
-        decode_error_is_invalid: true,
-        namespaced: true,
-        returns_deleted_object: false,
-        name_rule: NameRule::Subdomain,
-    },
-    // A Widget whose CRD installs no subresources: `status` is an ordinary field, so writing
-    // it bumps the generation like any change outside `metadata`.
-    Kind {
-        group: "lab.controlloop.dev",
-        version: "v1",
-        kind: "PlainWidget",
-        plural: "plainwidgets",
-        singular: "plainwidget",
-        short_names: &["pwd"],
-        status_subresource: false,
-        tracks_generation: true,
-        unconditional_update: false,
-        patch_schema: None,
-        round_trip: round_trip::<PlainWidget>,
-        decode_error_is_invalid: true,
-        namespaced: true,
-        returns_deleted_object: false,
-        name_rule: NameRule::Subdomain,
-    },
-    // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a status
-    // subresource, `spec.finalizers` written only through the finalize subresource.
-    Kind {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        singular: "namespace",
-        short_names: &["ns"],
-        status_subresource: true,
-        tracks_generation: false,
-        unconditional_update: true,
-        patch_schema: Some(&strategic::NAMESPACE),
-        round_trip: round_trip::<Namespace>,
-        decode_error_is_invalid: false,
-        namespaced: false,
-        returns_deleted_object: true,
-        name_rule: NameRule::Label,
-    },
-    // leases (coordination.k8s.io/v1): begin
-    // Leases (kubernetes v1.37.2 `pkg/registry/coordination/lease`): namespaced, no status,
-    // optimistic concurrency on every update.
-    Kind {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        singular: "lease",
-        short_names: &[],
-        status_subresource: false,
-        tracks_generation: false,
-        unconditional_update: false,
-        patch_schema: Some(&strategic::LEASE),
-        round_trip: round_trip::<Lease>,
-        decode_error_is_invalid: false,
-        namespaced: true,
-        returns_deleted_object: false,
-        name_rule: NameRule::Subdomain,
-    },
-    // leases (coordination.k8s.io/v1): end
-];
+/// The kinds every server serves from its start, indexed by the constants above: the first
+/// entries of its registry.
+pub(crate) fn builtins() -> Vec<Kind> {
+    vec![
+        Kind {
+            patch_schema: Some(&strategic::CONFIG_MAP),
+            ..Kind::base(
+                "",
+                "ConfigMap",
+                "configmaps",
+                &["cm"],
+                round_trip::<ConfigMap>,
+            )
+        },
+        Kind {
+            status_subresource: true,
+            ..Kind::custom("Widget", "widgets", "wd", round_trip::<Widget>)
+        },
+        // A Widget whose CRD installs no subresources: `status` is an ordinary field, so
+        // writing it bumps the generation like any change outside `metadata`.
+        Kind::custom(
+            "PlainWidget",
+            "plainwidgets",
+            "pwd",
+            round_trip::<PlainWidget>,
+        ),
+        // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a
+        // status subresource, `spec.finalizers` written only through the finalize subresource.
+        Kind {
+            status_subresource: true,
+            patch_schema: Some(&strategic::NAMESPACE),
+            namespaced: false,
+            returns_deleted_object: true,
+            name_rule: NameRule::Label,
+            ..Kind::base(
+                "",
+                "Namespace",
+                "namespaces",
+                &["ns"],
+                round_trip::<Namespace>,
+            )
+        },
+        // leases (coordination.k8s.io/v1): begin
+        // Leases (kubernetes v1.37.2 `pkg/registry/coordination/lease`): namespaced, no
+        // status, optimistic concurrency on every update.
+        Kind {
+            unconditional_update: false,
+            patch_schema: Some(&strategic::LEASE),
+            ..Kind::base(
+                "coordination.k8s.io",
+                "Lease",
+                "leases",
+                &[],
+                round_trip::<Lease>,
+            )
+        },
+        // leases (coordination.k8s.io/v1): end
+        // CustomResourceDefinitions (apiextensions-apiserver v0.37.2
+        // `pkg/registry/customresourcedefinition`): cluster-scoped, a status subresource, a
+        // generation, optimistic concurrency on every update; each one serves a resource
+        // (`crd_controllers`).
+        Kind {
+            status_subresource: true,
+            tracks_generation: true,
+            unconditional_update: false,
+            namespaced: false,
+            ..Kind::base(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+                &["crd", "crds"],
+                round_trip::<CustomResourceDefinition>,
+            )
+        },
+    ]
+}
+
+impl Kind {
+    /// A built-in `v1` kind with the generic registry's defaults: namespaced, no status
+    /// subresource, no generation, updates without a resourceVersion allowed, DNS-subdomain
+    /// names, a type error a 400, a delete answered with a `Status`.
+    fn base(
+        group: &str,
+        kind: &str,
+        plural: &str,
+        short_names: &[&str],
+        decode: fn(Value) -> Result<Value, String>,
+    ) -> Kind {
+        Kind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            list_kind: format!("{kind}List"),
+            short_names: short_names.iter().map(|s| s.to_string()).collect(),
+            status_subresource: false,
+            tracks_generation: false,
+            unconditional_update: true,
+            patch_schema: None,
+            decode: Decode::Typed(decode),
+            decode_error_is_invalid: false,
+            namespaced: true,
+            name_rule: NameRule::Subdomain,
+            returns_deleted_object: false,
+            crd: None,
+            stored_as: None,
+            terminating: false,
+            established_at: None,
+        }
+    }
+
+    /// One of the book's compiled-in custom resources: the custom resource strategy's
+    /// generation and optimistic concurrency, and a schema type error a 422.
+    fn custom(
+        kind: &str,
+        plural: &str,
+        short: &str,
+        decode: fn(Value) -> Result<Value, String>,
+    ) -> Kind {
+        Kind {
+            tracks_generation: true,
+            unconditional_update: false,
+            decode_error_is_invalid: true,
+            ..Kind::base("lab.controlloop.dev", kind, plural, &[short], decode)
+        }
+    }
+}
 
 impl Kind {
     /// `v1` or `group/v1`.
@@ -213,15 +284,8 @@ impl Kind {
         if self.group.is_empty() {
             self.version.to_string()
         } else {
-            format!("{}/{}", self.group, self.version)
+            format!("{}/{}", &self.group, &self.version)
         }
-    }
-
-    /// Finds a served resource by group, version and plural.
-    pub fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
-        KINDS
-            .iter()
-            .position(|k| k.group == group && k.version == version && k.plural == plural)
     }
 
     /// Checks a request body against the path and this kind, and returns it normalised:
@@ -239,7 +303,7 @@ impl Kind {
             ));
         };
         let want_av = self.api_version();
-        for (field, want) in [("apiVersion", want_av.as_str()), ("kind", self.kind)] {
+        for (field, want) in [("apiVersion", want_av.as_str()), ("kind", &self.kind)] {
             match map.get(field) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(s)) if s == want => {}
@@ -292,16 +356,77 @@ impl Kind {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let mut value = (self.round_trip)(Value::Object(map)).map_err(|e| {
+        let mut value = Value::Object(map);
+        if self.is_crd() {
+            crd::default(&mut value);
+        }
+        let mut value = self.decode(value).map_err(|e| {
             if self.decode_error_is_invalid {
-                ApiError::invalid(self.group, self.kind, &name, &[("body", e)])
+                ApiError::invalid(&self.group, &self.kind, &name, &[("body", e)])
             } else {
                 ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
             }
         })?;
         validation::dedup_owner_references(&mut value["metadata"]);
         self.validate(&name, &value, path_name.is_none())?;
+        if let Some(stored) = &self.stored_as {
+            value["apiVersion"] = Value::String(stored.clone());
+        }
         Ok(value)
+    }
+
+    /// The kind's decoder: a typed round trip, or the schema's pruning and defaulting (the
+    /// object's `metadata` round-trips through ObjectMeta, as upstream's coercion drops
+    /// unknown metadata fields).
+    fn decode(&self, mut v: Value) -> Result<Value, String> {
+        match &self.decode {
+            Decode::Typed(round_trip) => round_trip(v),
+            Decode::Schema(schema) => {
+                schema.prune_and_default(&mut v, true);
+                v["metadata"] = round_trip::<ObjectMeta>(v["metadata"].take())
+                    .map_err(|e| format!("metadata: {e}"))?;
+                Ok(v)
+            }
+        }
+    }
+
+    /// Whether this is the CustomResourceDefinition kind itself.
+    pub fn is_crd(&self) -> bool {
+        self.crd.is_none() && self.kind == "CustomResourceDefinition"
+    }
+
+    /// Whether this is the built-in `kind` of `group` (a CRD may reuse a built-in kind's name
+    /// in a group of its own).
+    fn is(&self, group: &str, kind: &str) -> bool {
+        self.crd.is_none() && self.group == group && self.kind == kind
+    }
+
+    /// A stored object as this kind serves it: converted to this version, pruned and
+    /// defaulted by its schema (upstream's read path). The stored bytes themselves when there
+    /// is nothing to do.
+    pub fn present(&self, stored: &Bytes) -> Bytes {
+        let Decode::Schema(schema) = &self.decode else {
+            return stored.clone();
+        };
+        if self.stored_as.is_none() && !schema.has_defaults() {
+            return stored.clone();
+        }
+        let Ok(mut v) = serde_json::from_slice::<Value>(stored) else {
+            return stored.clone();
+        };
+        v = self.present_value(v);
+        Bytes::from(serde_json::to_vec(&v).expect("a JSON value serialises"))
+    }
+
+    /// [`Kind::present`] on a parsed object.
+    pub fn present_value(&self, mut v: Value) -> Value {
+        if let Decode::Schema(schema) = &self.decode {
+            if self.stored_as.is_some() {
+                v["apiVersion"] = Value::String(self.api_version());
+            }
+            schema.prune_and_default(&mut v, true);
+        }
+        v
     }
 
     /// Field validation that yields 422 Invalid, as the resource's strategy would: object
@@ -310,23 +435,43 @@ impl Kind {
     fn validate(&self, name: &str, v: &Value, create: bool) -> Result<(), ApiError> {
         let mut causes =
             validation::object_meta_of(&v["metadata"], create, self.namespaced, self.name_rule);
-        if self.kind == "ConfigMap" {
+        if self.is("", "ConfigMap") {
             config_map(v, &mut causes);
         }
-        if self.kind == "Lease" {
+        if self.is("coordination.k8s.io", "Lease") {
             lease_spec(v, &mut causes);
         }
         // `ValidateNamespace` names the list; on update the stored list is kept (and checked
         // by the finalize subresource, entry by entry, in storage).
-        if self.kind == "Namespace" && create {
+        if self.is("", "Namespace") && create {
             for (_, m) in validation::spec_finalizer_causes(v, false) {
                 causes.push(("spec.finalizers", m));
             }
         }
-        if causes.is_empty() {
+        // The CRD's own rules and a custom resource's schema name fields of their own.
+        let mut more: Vec<schema::Cause> = Vec::new();
+        if self.is_crd() {
+            crd::validate(v, &mut more);
+        }
+        if let Decode::Schema(schema) = &self.decode {
+            schema.validate(v, "", &mut more);
+        }
+        if causes.is_empty() && more.is_empty() {
             Ok(())
+        } else if more.is_empty() {
+            Err(ApiError::invalid(&self.group, &self.kind, name, &causes))
         } else {
-            Err(ApiError::invalid(self.group, self.kind, name, &causes))
+            let all: Vec<(&str, &str, String)> = causes
+                .iter()
+                .map(|(f, m)| (*f, "FieldValueInvalid", m.clone()))
+                .chain(more.iter().map(|(f, r, m)| (f.as_str(), *r, m.clone())))
+                .collect();
+            Err(ApiError::invalid_causes(
+                &self.group,
+                &self.kind,
+                name,
+                &all,
+            ))
         }
     }
 }
@@ -336,11 +481,15 @@ impl Kind {
     /// is Active, carries the `kubernetes` finalizer in `spec.finalizers` and the label naming
     /// it.
     pub fn prepare_for_create(&self, obj: &mut Value) {
-        if self.kind == "Lease" {
+        if self.is_crd() {
+            crd::prepare_for_create(obj);
+            return;
+        }
+        if self.is("coordination.k8s.io", "Lease") {
             drop_coordinated_fields(obj, None);
             return;
         }
-        if self.kind != "Namespace" {
+        if !self.is("", "Namespace") {
             return;
         }
         obj["status"] = serde_json::json!({"phase": "Active"});
@@ -356,11 +505,15 @@ impl Kind {
     /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
     /// a Namespace's `spec.finalizers` are the stored ones (only `/finalize` changes them).
     pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
-        if self.kind == "Lease" {
+        if self.is_crd() {
+            crd::prepare_for_update(obj);
+            return;
+        }
+        if self.is("coordination.k8s.io", "Lease") {
             drop_coordinated_fields(obj, Some(old));
             return;
         }
-        if self.kind != "Namespace" {
+        if !self.is("", "Namespace") {
             return;
         }
         match old["spec"].get("finalizers") {
@@ -378,7 +531,7 @@ impl Kind {
     /// stored with `immutable: true` keeps `immutable`, `data` and `binaryData`
     /// (`ValidateConfigMapUpdate`, kubernetes v1.37.2 `pkg/apis/core/validation`).
     pub fn validate_update(&self, new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
-        if self.kind == "ConfigMap" && old["immutable"] == Value::Bool(true) {
+        if self.is("", "ConfigMap") && old["immutable"] == Value::Bool(true) {
             config_map_immutable(new, old, causes);
         }
     }
@@ -504,7 +657,7 @@ mod tests {
 
     #[test]
     fn prepare_fills_type_and_namespace_and_drops_unknown_fields() {
-        let v = KINDS[CONFIGMAPS]
+        let v = builtin(CONFIGMAPS)
             .prepare(
                 "ns1",
                 None,
@@ -520,9 +673,9 @@ mod tests {
     #[test]
     fn a_type_error_is_400_for_a_builtin_and_422_for_a_custom_resource() {
         let cm =
-            KINDS[CONFIGMAPS].prepare("d", None, json!({"metadata": {"name": "a"}, "data": 5}));
+            builtin(CONFIGMAPS).prepare("d", None, json!({"metadata": {"name": "a"}, "data": 5}));
         assert_eq!(cm.unwrap_err().code, 400);
-        let w = KINDS[WIDGETS].prepare(
+        let w = builtin(WIDGETS).prepare(
             "d",
             None,
             json!({"metadata": {"name": "a"}, "spec": {"replicas": "x"}}),
@@ -532,16 +685,16 @@ mod tests {
 
     #[test]
     fn names_labels_and_config_map_limits_are_validated() {
-        let e = KINDS[CONFIGMAPS]
+        let e = builtin(CONFIGMAPS)
             .prepare("d", None, json!({"metadata": {"name": "Bad_Name"}}))
             .unwrap_err();
         assert_eq!(e.code, 422);
-        let e = KINDS[CONFIGMAPS]
+        let e = builtin(CONFIGMAPS)
             .prepare("Bad", None, json!({"metadata": {"name": "a"}}))
             .unwrap_err();
         assert!(e.message.contains("metadata.namespace"), "{}", e.message);
         let big = "x".repeat(MAX_CONFIG_MAP_BYTES / 2 + 1);
-        let e = KINDS[CONFIGMAPS]
+        let e = builtin(CONFIGMAPS)
             .prepare(
                 "d",
                 None,
@@ -549,7 +702,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.message.contains("Too long"), "{}", e.message);
-        let e = KINDS[CONFIGMAPS]
+        let e = builtin(CONFIGMAPS)
             .prepare(
                 "d",
                 None,

@@ -204,7 +204,8 @@ impl Patch {
                 super::strategic::apply(cur, patch.clone(), schema)
             }
             Patch::Json(ops) => {
-                let invalid = |m: String| ApiError::invalid(k.group, k.kind, name, &[("patch", m)]);
+                let invalid =
+                    |m: String| ApiError::invalid(&k.group, &k.kind, name, &[("patch", m)]);
                 let mut charged = 0usize;
                 for (i, op) in ops.iter().enumerate() {
                     let placed = match op {
@@ -252,7 +253,7 @@ impl Patch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::kinds::{CONFIGMAPS, KINDS};
+    use crate::apiserver::kinds::{CONFIGMAPS, builtin};
     use serde_json::json;
 
     fn json_patch(ops: Value) -> Patch {
@@ -260,7 +261,7 @@ mod tests {
     }
 
     fn apply(p: &Patch, doc: Value) -> Result<Value, ApiError> {
-        p.apply(doc, &KINDS[CONFIGMAPS], "a")
+        p.apply(doc, &builtin(CONFIGMAPS), "a")
     }
 
     #[test]

@@ -63,14 +63,17 @@ use tokio::time::Instant;
 use super::Shared;
 use super::errors::ApiError;
 use super::frames::Chunker;
-use super::kinds::KINDS;
+use super::kinds::Kind;
 use super::selector::{Selector, Turns};
 use super::storage::{Event, EventType, Key, Stored};
 
 /// What a watch asks for, parsed from the query.
 #[derive(Debug)]
 pub(crate) struct WatchRequest {
+    /// The resource's id in the registry.
     pub kind: usize,
+    /// The kind at the version the watch was asked for.
+    pub def: std::sync::Arc<Kind>,
     pub namespace: Option<String>,
     pub selector: Selector,
     /// `None` for "" or "0": start now, with the current state first.
@@ -93,19 +96,19 @@ fn frame(buf: &mut BytesMut, ty: &str, obj: &[u8]) {
 
 /// Frames one event of a stored object: the object's bytes are shared, not copied, when large
 /// (keeps I3, I4).
-fn frame_shared(out: &mut Chunker, ty: &str, obj: &Stored) {
+fn frame_shared(out: &mut Chunker, ty: &str, k: &Kind, obj: &Stored) {
     out.copy(b"{\"type\":\"");
     out.copy(ty.as_bytes());
     out.copy(b"\",\"object\":");
-    out.share(&obj.json);
+    out.share(&k.present(&obj.json));
     out.copy(b"}\n");
 }
 
 /// Frames the DELETED event of an object that an update took out of a watcher's selection:
 /// the object as it last matched, at the update's revision (upstream's cacher sends it so, and
 /// so does its etcd watcher). It is encoded anew, once per watcher that sees it leave.
-fn frame_left(out: &mut Chunker, prev: &Stored, rv: u64) {
-    let mut obj = prev.value();
+fn frame_left(out: &mut Chunker, k: &Kind, prev: &Stored, rv: u64) {
+    let mut obj = k.present_value(prev.value());
     obj["metadata"]["resourceVersion"] = serde_json::Value::String(rv.to_string());
     let json = Bytes::from(serde_json::to_vec(&obj).expect("a stored object serialises"));
     out.copy(b"{\"type\":\"DELETED\",\"object\":");
@@ -113,8 +116,7 @@ fn frame_left(out: &mut Chunker, prev: &Stored, rv: u64) {
     out.copy(b"}\n");
 }
 
-fn bookmark(kind: usize, rv: u64, initial_end: bool) -> Bytes {
-    let k = &KINDS[kind];
+fn bookmark(k: &Kind, rv: u64, initial_end: bool) -> Bytes {
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
     if initial_end {
         meta["annotations"] = serde_json::json!({INITIAL_EVENTS_END: "true"});
@@ -166,7 +168,7 @@ impl WatchRequest {
                 (false, true) => EventType::Added,
                 (true, false) => {
                     if let Some(prev) = &e.prev {
-                        frame_left(out, prev, e.rv);
+                        frame_left(out, &self.def, prev, e.rv);
                     }
                     return;
                 }
@@ -174,7 +176,7 @@ impl WatchRequest {
             },
             _ => return,
         };
-        frame_shared(out, ty.as_str(), &e.obj);
+        frame_shared(out, ty.as_str(), &self.def, &e.obj);
     }
 }
 
@@ -273,7 +275,7 @@ pub(crate) fn stream(
                 let mut out = Chunker::default();
                 for o in &batch.items {
                     if req.in_scope(o) {
-                        frame_shared(&mut out, "ADDED", o);
+                        frame_shared(&mut out, "ADDED", &req.def, o);
                         // A completed chunk goes out at once (keeps I4: one chunk of copies).
                         for chunk in out.take() {
                             yield Ok(chunk);
@@ -291,7 +293,7 @@ pub(crate) fn stream(
                 }
             }
             if req.send_initial {
-                yield Ok(bookmark(req.kind, pos, true));
+                yield Ok(bookmark(&req.def, pos, true));
             }
         }
         let mut want_bookmark = false;
@@ -329,7 +331,7 @@ pub(crate) fn stream(
                     }
                     drop(events);
                     if want_bookmark && req.bookmarks {
-                        out.copy(&bookmark(req.kind, pos, false));
+                        out.copy(&bookmark(&req.def, pos, false));
                     }
                     want_bookmark = false;
                     out.flush();
@@ -337,6 +339,12 @@ pub(crate) fn stream(
                         yield Ok(chunk);
                     }
                 }
+            }
+            // A resource no longer served (its CRD was deleted): once every event up to now
+            // has gone out (its objects' DELETED among them), the watch ends, as upstream
+            // tears down the resource's storage.
+            if !full && shared.storage.lock().registry().entry(req.kind).is_none() {
+                return;
             }
             // Catching up: go on reading unless something else (a close, an expiry, a bookmark
             // request, the deadline) wants attention first.

@@ -8,7 +8,12 @@
 //! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create, deletecollection | get, update, patch, delete
 //! /apis/lab.controlloop.dev/v1/widgets                 list, watch (all namespaces)
 //! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
+//! /apis/apiextensions.k8s.io/v1/customresourcedefinitions[/{name}[/status]]
+//! /apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}[/status]]   each CRD's resource
 //! ```
+//!
+//! The resource a path names is looked up in the registry (`registry`) under the storage
+//! lock, once; the handler then works with that version's kind.
 //!
 //! # Invariants
 //! 1. Every handler parses and validates fully before it takes the storage lock, and storage
@@ -43,11 +48,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use super::controls::{Failure, RequestRecord};
+use super::crd_controllers;
 use super::errors::ApiError;
 use super::field_validation::{self, Directive};
-use super::kinds::{KINDS, Kind, NAMESPACES};
+use super::kinds::{CRDS, Kind, NAMESPACES};
 use super::patch::{Patch, PatchType};
-use super::storage::{Preconditions, SWEEP_STEP, Stored, Sweep, UpdateMode};
+use super::registry::Registry;
+use super::storage::{Preconditions, SWEEP_STEP, Storage, Stored, Sweep, UpdateMode};
 use super::validation;
 use super::{Cluster, discovery, protobuf, yaml};
 use reads::{flag, list, signed, start_watch};
@@ -116,7 +123,10 @@ fn decode_path(raw: &str) -> Result<String, ApiError> {
 
 /// Where a resource request points.
 struct Target {
+    /// The resource's id in the registry.
     kind: usize,
+    /// The kind at the version the path names.
+    def: Arc<Kind>,
     namespace: Option<String>,
     name: Option<String>,
     /// Which part of the object a write changes: the object, `/status`, or a namespace's
@@ -124,7 +134,7 @@ struct Target {
     mode: UpdateMode,
 }
 
-fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
+fn route(reg: &Registry, segments: &[&str], path: &str) -> Result<Target, ApiError> {
     let (group, version, rest) = match segments {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
@@ -145,17 +155,19 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
         [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return Err(ApiError::no_such_path(path)),
     };
-    let kind = Kind::find(group, version, plural).ok_or_else(|| ApiError::no_such_path(path))?;
+    let (kind, def) = reg
+        .find(group, version, plural)
+        .ok_or_else(|| ApiError::no_such_path(path))?;
     // A namespaced object is addressed inside its namespace, a cluster-scoped one outside any;
     // a cluster-scoped kind's objects are stored under the empty namespace.
-    let namespace = match (KINDS[kind].namespaced, namespace, name) {
+    let namespace = match (def.namespaced, namespace, name) {
         (true, None, Some(_)) | (false, Some(_), _) => return Err(ApiError::no_such_path(path)),
         (true, ns, _) => ns,
         (false, None, _) => Some(""),
     };
     let mode = match sub {
         None => UpdateMode::Main,
-        Some("status") if KINDS[kind].status_subresource => UpdateMode::Status,
+        Some("status") if def.status_subresource => UpdateMode::Status,
         Some("finalize") if kind == NAMESPACES => UpdateMode::Finalize,
         Some(_) => return Err(ApiError::no_such_path(path)),
     };
@@ -167,14 +179,43 @@ fn route(segments: &[&str], path: &str) -> Result<Target, ApiError> {
     }
     Ok(Target {
         kind,
+        def,
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         mode,
     })
 }
 
-fn object_response(code: StatusCode, obj: &Stored) -> Response {
-    json_response(code, obj.json.clone())
+/// `obj` as `k` serves it (a custom resource read through another version is converted).
+fn object_response(code: StatusCode, k: &Kind, obj: &Stored) -> Response {
+    json_response(code, k.present(&obj.json))
+}
+
+/// After a write to `kind`: the CRD controllers' work, if the write was to a CRD or to a
+/// resource whose CRD is being deleted (`crd_controllers` I2).
+fn after_write(st: &mut Storage, kind: usize, now: k8s_openapi::jiff::Timestamp) {
+    let terminating = st.registry().get(kind).is_some_and(|k| k.terminating);
+    if kind == CRDS || terminating {
+        crd_controllers::sync(st, now);
+    }
+}
+
+/// A create of a custom resource: refused while its CRD is being deleted (403, as upstream's
+/// `forbidCreateAdmission`), and held until two seconds after its CRD was established, as
+/// upstream's handler holds it.
+async fn admit_create(k: &Kind, name: &str) -> Result<(), ApiError> {
+    if k.terminating {
+        return Err(ApiError::forbidden(
+            &k.group,
+            &k.plural,
+            name,
+            "create not allowed while custom resource definition is terminating".into(),
+        ));
+    }
+    if let Some(at) = k.established_at {
+        tokio::time::sleep_until(at + crd_controllers::JUST_CREATED).await;
+    }
+    Ok(())
 }
 
 /// The query parameters; a repeated one keeps its first value.
@@ -226,7 +267,11 @@ async fn dispatch(
         );
         return Ok(r);
     }
-    let doc = discovery::document(segments, &cluster.shared.address.lock());
+    // The registry is copied out (its kinds are shared, not copied) so that the document is
+    // built without the storage lock (keeps I2).
+    let address = cluster.shared.address.lock().clone();
+    let registry = cluster.shared.storage.lock().registry().clone();
+    let doc = discovery::document(&registry, segments, &address);
     if let Some(doc) = doc {
         if req.method() != Method::GET {
             return Err(ApiError::method_not_allowed(req.method().as_str(), &path));
@@ -236,7 +281,7 @@ async fn dispatch(
             serde_json::to_vec(&doc).expect("json"),
         ));
     }
-    let t = route(segments, &path)?;
+    let t = route(cluster.shared.storage.lock().registry(), segments, &path)?;
     let q = query_map(req.uri().query());
     let method = req.method().clone();
     // `dryRun` is a write's option (CreateOptions, UpdateOptions, PatchOptions, DeleteOptions);
@@ -267,7 +312,7 @@ async fn dispatch(
         .unwrap_or_default()
         .trim()
         .to_string();
-    let k = &KINDS[t.kind];
+    let k: &Kind = &t.def;
     if matches!(method, Method::POST | Method::PUT)
         && !matches!(content_type.as_str(), "application/json" | YAML | PROTOBUF)
     {
@@ -284,44 +329,54 @@ async fn dispatch(
     match (&method, t.namespace.as_deref(), t.name.as_deref()) {
         (&Method::GET, ns, None) => {
             if flag(&q, "watch")? {
-                start_watch(cluster, t.kind, ns, &q)
+                start_watch(cluster, t.kind, &t.def, ns, &q)
             } else {
-                list(cluster, t.kind, ns, &q).await
+                list(cluster, t.kind, &t.def, ns, &q).await
             }
         }
         (&Method::POST, Some(ns), None) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let body = without_status(k, UpdateMode::Main, body);
             let (obj, warnings) = prepare_checked(k, ns, None, body, duplicates, fields)?;
+            admit_create(k, obj["metadata"]["name"].as_str().unwrap_or_default()).await?;
             let now = cluster.now();
             let stored = cluster.write(|st| {
                 if dry_run {
                     st.dry_run(|st| st.create(t.kind, obj, now, false))
                 } else {
-                    st.create(t.kind, obj, now, false)
+                    let stored = st.create(t.kind, obj, now, false)?;
+                    after_write(st, t.kind, now);
+                    Ok(stored)
                 }
             })?;
             Ok(warned(
-                object_response(StatusCode::CREATED, &stored),
+                object_response(StatusCode::CREATED, k, &stored),
                 &warnings,
             ))
         }
         (&Method::GET, Some(ns), Some(name)) => {
             let obj = cluster.shared.storage.lock().get(t.kind, ns, name);
-            obj.map(|o| object_response(StatusCode::OK, &o))
-                .ok_or_else(|| ApiError::not_found(k.group, k.plural, name))
+            obj.map(|o| object_response(StatusCode::OK, k, &o))
+                .ok_or_else(|| ApiError::not_found(&k.group, &k.plural, name))
         }
         (&Method::PUT, Some(ns), Some(name)) => {
             let (body, duplicates) = read_object(cluster, req, k, fields).await?;
+            let body = without_status(k, mode, body);
             let (obj, warnings) = prepare_checked(k, ns, Some(name), body, duplicates, fields)?;
             let now = cluster.now();
             let stored = cluster.write(|st| {
                 if dry_run {
                     st.dry_run(|st| st.update(t.kind, obj, mode, now))
                 } else {
-                    st.update(t.kind, obj, mode, now)
+                    let stored = st.update(t.kind, obj, mode, now)?;
+                    after_write(st, t.kind, now);
+                    Ok(stored)
                 }
             })?;
-            Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
+            Ok(warned(
+                object_response(StatusCode::OK, k, &stored),
+                &warnings,
+            ))
         }
         (&Method::PATCH, Some(ns), Some(name)) => {
             let patch_type = PatchType::from_content_type(&content_type, k)?;
@@ -332,18 +387,37 @@ async fn dispatch(
                 fields,
             };
             let (stored, warnings) = patch_object(cluster, &t, ns, name, &patch, write).await?;
-            Ok(warned(object_response(StatusCode::OK, &stored), &warnings))
+            Ok(warned(
+                object_response(StatusCode::OK, k, &stored),
+                &warnings,
+            ))
         }
         (&Method::DELETE, Some(ns), Some(name)) if mode == UpdateMode::Main => {
             let body = read_body(cluster, req).await?;
             let (pre, cascade, body_dry_run) = delete_options(&body, &q)?;
             let dry_run = dry_run || body_dry_run;
             let now = cluster.now();
+            if t.kind == CRDS {
+                // A CRD's delete marks it; the finalizer controller removes it once its
+                // instances are gone. The answer is the marked CRD.
+                let marked = cluster.write(|st| {
+                    if dry_run {
+                        st.dry_run(|st| crd_controllers::mark_deleted(st, name, &pre, now))
+                    } else {
+                        let marked = crd_controllers::mark_deleted(st, name, &pre, now)?;
+                        after_write(st, t.kind, now);
+                        Ok(marked)
+                    }
+                })?;
+                return Ok(object_response(StatusCode::OK, k, &marked));
+            }
             let stored = cluster.write(|st| {
                 if dry_run {
                     st.dry_run(|st| st.delete(t.kind, ns, name, &pre, now))
                 } else {
-                    st.delete(t.kind, ns, name, &pre, now)
+                    let stored = st.delete(t.kind, ns, name, &pre, now)?;
+                    after_write(st, t.kind, now);
+                    Ok(stored)
                 }
             })?;
             if t.kind == NAMESPACES && !dry_run {
@@ -365,7 +439,7 @@ async fn dispatch(
                 StatusCode::OK
             };
             if pending || k.returns_deleted_object {
-                return Ok(object_response(code, &stored));
+                return Ok(object_response(code, k, &stored));
             }
             // Gone at once: upstream's `finalizeDelete` answers a Status naming what went
             // (`details.kind` is the resource, as upstream sets it).
@@ -374,7 +448,7 @@ async fn dispatch(
                 .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_owned));
             let mut details = serde_json::json!({"name": name, "kind": k.plural, "uid": uid});
             if !k.group.is_empty() {
-                details["group"] = k.group.into();
+                details["group"] = k.group.clone().into();
             }
             let status = serde_json::json!({
                 "kind": "Status",
@@ -390,7 +464,7 @@ async fn dispatch(
         (&Method::DELETE, Some(ns), None) if k.namespaced => {
             let body = read_body(cluster, req).await?;
             let (pre, _, body_dry_run) = delete_options(&body, &q)?;
-            delete_collection(cluster, t.kind, ns, &q, &pre, dry_run || body_dry_run).await
+            delete_collection(cluster, &t, ns, &q, &pre, dry_run || body_dry_run).await
         }
         _ => Err(ApiError::method_not_allowed(method.as_str(), &path)),
     }
@@ -426,13 +500,14 @@ async fn sync_namespace(cluster: &Cluster, name: &str, now: k8s_openapi::jiff::T
 /// (storage I5).
 async fn delete_collection(
     cluster: &Cluster,
-    kind: usize,
+    t: &Target,
     ns: &str,
     q: &HashMap<String, String>,
     pre: &Preconditions,
     dry_run: bool,
 ) -> Result<Response, ApiError> {
-    let listed = list(cluster, kind, Some(ns), q).await?;
+    let kind = t.kind;
+    let listed = list(cluster, kind, &t.def, Some(ns), q).await?;
     let body = listed
         .into_body()
         .collect()
@@ -450,7 +525,9 @@ async fn delete_collection(
             if dry_run {
                 st.dry_run(|st| st.delete(kind, ns, name, pre, now))
             } else {
-                st.delete(kind, ns, name, pre, now)
+                let stored = st.delete(kind, ns, name, pre, now)?;
+                after_write(st, kind, now);
+                Ok(stored)
             }
         });
         match done {
@@ -491,15 +568,16 @@ async fn patch_object(
         dry_run,
         fields,
     } = write;
-    let k = &KINDS[t.kind];
+    let k: &Kind = &t.def;
     let deadline = tokio::time::Instant::now().checked_add(cluster.shared.options.request_timeout);
     let mut pause = PATCH_BACKOFF;
     loop {
         let read = cluster.shared.storage.lock().get(t.kind, ns, name);
         let Some(cur) = read else {
-            return Err(ApiError::not_found(k.group, k.plural, name));
+            return Err(ApiError::not_found(&k.group, &k.plural, name));
         };
-        let patched = patch.apply(cur.value(), k, name)?;
+        let patched = patch.apply(k.present_value(cur.value()), k, name)?;
+        let patched = without_status(k, mode, patched);
         let (obj, warnings) = if fields == Directive::Ignore {
             (k.prepare(ns, Some(name), patched)?, Vec::new())
         } else {
@@ -515,7 +593,9 @@ async fn patch_object(
             if dry_run {
                 st.dry_run(|st| st.update(t.kind, obj, mode, at)).map(Some)
             } else {
-                st.update(t.kind, obj, mode, at).map(Some)
+                let stored = st.update(t.kind, obj, mode, at)?;
+                after_write(st, t.kind, at);
+                Ok(Some(stored))
             }
         })?;
         if let Some(stored) = done {
@@ -547,6 +627,21 @@ const DROPPED: &[&str] = &[
     "metadata.namespace",
 ];
 
+/// A custom resource's body on its main endpoint, when its CRD installs the status
+/// subresource: `status` is dropped before validation, since the write keeps the stored
+/// status whatever the body says (the custom resource strategy's `PrepareForUpdate` runs
+/// before its `Validate` upstream, so a body's status is never validated there).
+fn without_status(k: &Kind, mode: UpdateMode, mut body: Value) -> Value {
+    if mode == UpdateMode::Main
+        && k.status_subresource
+        && k.crd.is_some()
+        && let Some(m) = body.as_object_mut()
+    {
+        m.remove("status");
+    }
+    body
+}
+
 /// `Kind::prepare`, and the unknown and `duplicates` fields of a create's or an update's
 /// body dealt with as `fields` says: the object and the warnings to send, or a strict
 /// refusal (400).
@@ -564,7 +659,7 @@ fn prepare_checked(
     let obj = k.prepare(ns, name, body.clone())?;
     let mut problems = field_validation::unknown_fields(&body, &obj, DROPPED);
     problems.extend(duplicates);
-    let warnings = fields.on_write(k.kind, k.version, problems)?;
+    let warnings = fields.on_write(&k.kind, &k.version, problems)?;
     Ok((obj, warnings))
 }
 
@@ -780,7 +875,7 @@ async fn read_object(
         .unwrap_or_default();
     let body = read_body(cluster, req).await?;
     if ct.starts_with(PROTOBUF.as_bytes()) {
-        Ok((protobuf::decode(k.kind, &body)?, Vec::new()))
+        Ok((protobuf::decode(&k.kind, &body)?, Vec::new()))
     } else if ct.starts_with(YAML.as_bytes()) {
         let value = yaml::decode(&body, cluster.shared.options.max_body_bytes)?;
         Ok((value, Vec::new()))
@@ -809,13 +904,22 @@ mod tests {
 
     #[test]
     fn a_name_that_is_no_path_segment_is_400_and_a_repeated_parameter_keeps_its_first_value() {
-        let e = route(&["api", "v1", "namespaces", "d", "configmaps", ".."], "/p")
-            .err()
-            .unwrap();
+        let reg = Registry::builtin();
+        let e = route(
+            &reg,
+            &["api", "v1", "namespaces", "d", "configmaps", ".."],
+            "/p",
+        )
+        .err()
+        .unwrap();
         assert_eq!(e.code, 400);
-        let e = route(&["api", "v1", "namespaces", "d", "configmaps", "a%b"], "/p")
-            .err()
-            .unwrap();
+        let e = route(
+            &reg,
+            &["api", "v1", "namespaces", "d", "configmaps", "a%b"],
+            "/p",
+        )
+        .err()
+        .unwrap();
         assert_eq!(e.code, 400);
         let q = query_map(Some("limit=1&limit=2"));
         assert_eq!(q["limit"], "1");

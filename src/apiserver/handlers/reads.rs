@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use super::respond::json_response;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::frames::Chunker;
-use crate::apiserver::kinds::KINDS;
+use crate::apiserver::kinds::Kind;
 use crate::apiserver::selector::{Selector, Turns};
 use crate::apiserver::storage::{Batch, Key, Stored, parse_revision};
 use crate::apiserver::watch::{self, WatchRequest};
@@ -130,6 +130,7 @@ fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
 pub(super) async fn list(
     cluster: &Cluster,
     kind: usize,
+    def: &Arc<Kind>,
     ns: Option<&str>,
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
@@ -204,6 +205,7 @@ pub(super) async fn list(
     let cursor = Cursor {
         shared: Arc::clone(&cluster.shared),
         kind,
+        def: Arc::clone(def),
         ns: ns.map(str::to_string),
         rv,
         selector,
@@ -222,12 +224,13 @@ pub(super) async fn list(
         },
         None => (None, None),
     };
-    let k = &KINDS[kind];
+    let k = def;
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
     if let Some(token) = token {
         meta["continue"] = Value::String(token);
     }
-    let head = serde_json::json!({"kind": format!("{}List", k.kind), "apiVersion": k.api_version(), "metadata": meta});
+    let head =
+        serde_json::json!({"kind": k.list_kind, "apiVersion": k.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).expect("json");
     Ok(json_response(
         StatusCode::OK,
@@ -254,6 +257,8 @@ const WHOLE_BYTES: usize = crate::apiserver::frames::CHUNK_BYTES;
 struct Cursor {
     shared: Arc<Shared>,
     kind: usize,
+    /// The kind at the version the list was asked for: each object is presented as it.
+    def: Arc<Kind>,
     ns: Option<String>,
     rv: u64,
     selector: Selector,
@@ -374,7 +379,7 @@ async fn list_body(
             out.copy(b",");
         }
         first = false;
-        out.share(&o.json);
+        out.share(&cursor.def.present(&o.json));
         count += 1;
     }
     if done && count <= WHOLE_ITEMS && bytes <= WHOLE_BYTES {
@@ -413,7 +418,7 @@ async fn list_body(
                         out.copy(b",");
                     }
                     first = false;
-                    out.share(&o.json);
+                    out.share(&cursor.def.present(&o.json));
                     // A completed chunk goes out at once: one chunk of copies at a time.
                     for chunk in out.take() {
                         yield Ok(chunk);
@@ -445,6 +450,7 @@ fn cut_off(e: &ApiError) -> std::io::Error {
 pub(super) fn start_watch(
     cluster: &Cluster,
     kind: usize,
+    def: &Arc<Kind>,
     ns: Option<&str>,
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
@@ -497,6 +503,7 @@ pub(super) fn start_watch(
     let slot = watch::Slot::take(&cluster.shared)?;
     let req = WatchRequest {
         kind,
+        def: Arc::clone(def),
         namespace: ns.map(str::to_string),
         selector,
         from,
@@ -542,7 +549,8 @@ mod tests {
         let q: HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
-        let resp = list(cluster, CONFIGMAPS, Some("d"), &q).await.unwrap();
+        let k = Arc::new(crate::apiserver::kinds::builtin(CONFIGMAPS));
+        let resp = list(cluster, CONFIGMAPS, &k, Some("d"), &q).await.unwrap();
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         let names = v["items"]

@@ -57,6 +57,7 @@
 
 mod namespaces;
 mod read;
+mod registered;
 
 pub(crate) use namespaces::{SWEEP_STEP, Sweep};
 pub(crate) use read::Batch;
@@ -70,8 +71,9 @@ use serde_json::{Value, json};
 
 use super::errors::ApiError;
 use super::kinds::{
-    INITIAL_NAMESPACES, KINDS, Kind, NAMESPACES, holds_finalizers, omit_empty_spec_finalizers,
+    INITIAL_NAMESPACES, Kind, NAMESPACES, holds_finalizers, omit_empty_spec_finalizers,
 };
+use super::registry::Registry;
 use super::validation;
 
 /// The revision of an empty store, as in a fresh etcd. The first write gets revision 2.
@@ -250,6 +252,8 @@ pub(crate) struct Storage {
     /// The namespace controller's sync is deleting a namespace's objects (`namespaces`): a
     /// delete does not start another sync.
     syncing: bool,
+    /// The served kinds; `objects` has one map per id it ever gave out.
+    kinds: Registry,
 }
 
 /// The bytes an object is charged: its JSON, its [`Meta`] and [`ENTRY_OVERHEAD`] (keeps I5).
@@ -293,8 +297,10 @@ impl Storage {
     /// An empty store whose first revision is `first` (keeps I1: `first` is also the
     /// compacted revision, so nothing before it is readable).
     pub fn new(limits: Limits, first: u64) -> Self {
+        let kinds = Registry::builtin();
         Storage {
-            objects: KINDS.iter().map(|_| BTreeMap::new()).collect(),
+            objects: (0..kinds.ids()).map(|_| BTreeMap::new()).collect(),
+            kinds,
             head: first,
             compacted: first,
             history: VecDeque::new(),
@@ -470,7 +476,7 @@ impl Storage {
     /// A name for `generateName` `prefix` not yet taken in `ns`; like upstream, up to eight
     /// candidates are tried before AlreadyExists. Names are checked like any other (keeps I6).
     fn generate_name(&mut self, kind: usize, ns: &str, prefix: &str) -> Result<String, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let mut name = String::new();
         for _ in 0..MAX_NAME_GENERATION_ATTEMPTS {
             // 7919 is prime to 36^5, so successive serials give distinct suffixes.
@@ -479,8 +485,8 @@ impl Storage {
             if !self.objects[kind].contains_key(&(ns.to_string(), name.clone())) {
                 if let Some(m) = k.name_rule.check(&name, false) {
                     return Err(ApiError::invalid(
-                        k.group,
-                        k.kind,
+                        &k.group,
+                        &k.kind,
                         &name,
                         &[("metadata.name", m)],
                     ));
@@ -488,7 +494,7 @@ impl Storage {
                 return Ok(name);
             }
         }
-        Err(ApiError::already_exists(k.group, k.plural, &name))
+        Err(ApiError::already_exists(&k.group, &k.plural, &name))
     }
 
     /// Creates an object from a prepared body (see `Kind::prepare`).
@@ -499,18 +505,18 @@ impl Storage {
         now: Timestamp,
         hidden: bool,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let ns = meta_str(&obj, "namespace").to_string();
         let mut name = meta_str(&obj, "name").to_string();
         if k.namespaced {
-            self.check_namespace_open(k, &ns, &name)?;
+            self.check_namespace_open(&k, &ns, &name)?;
         }
         if name.is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
                 return Err(ApiError::invalid(
-                    k.group,
-                    k.kind,
+                    &k.group,
+                    &k.kind,
                     "",
                     &[("metadata.name", "name or generateName is required".into())],
                 ));
@@ -519,8 +525,8 @@ impl Storage {
             obj["metadata"]["name"] = Value::String(name.clone());
         } else if let Some(m) = k.name_rule.check(&name, false) {
             return Err(ApiError::invalid(
-                k.group,
-                k.kind,
+                &k.group,
+                &k.kind,
                 &name,
                 &[("metadata.name", m)],
             )); // keeps I6
@@ -534,7 +540,7 @@ impl Storage {
         }
         let key = (ns, name.clone());
         if self.objects[kind].contains_key(&key) {
-            return Err(ApiError::already_exists(k.group, k.plural, &name));
+            return Err(ApiError::already_exists(&k.group, &k.plural, &name));
         }
         let serial = self.next_serial();
         let meta = &mut obj["metadata"];
@@ -566,8 +572,8 @@ impl Storage {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(n) if n.meta.deleting => {
                 let mut e = ApiError::forbidden(
-                    k.group,
-                    k.plural,
+                    &k.group,
+                    &k.plural,
                     name,
                     format!(
                         "the namespace {ns} is being deleted, so nothing new may be created in it"
@@ -603,22 +609,22 @@ impl Storage {
         mode: UpdateMode,
         now: Timestamp,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let key = (
             meta_str(&obj, "namespace").to_string(),
             meta_str(&obj, "name").to_string(),
         );
         let name = key.1.clone();
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
-            return Err(ApiError::not_found(k.group, k.plural, &name));
+            return Err(ApiError::not_found(&k.group, &k.plural, &name));
         };
         let cur_v = cur.value();
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() {
             if !k.unconditional_update {
                 return Err(ApiError::invalid(
-                    k.group,
-                    k.kind,
+                    &k.group,
+                    &k.kind,
                     &name,
                     &[(
                         "metadata.resourceVersion",
@@ -628,8 +634,8 @@ impl Storage {
             }
         } else if rv != cur.rv.to_string() {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 &name,
                 format!(
                     "it was read at resourceVersion {rv} and has changed since (now {})",
@@ -640,8 +646,8 @@ impl Storage {
         let uid = meta_str(&obj, "uid");
         if !uid.is_empty() && uid != meta_str(&cur_v, "uid") {
             return Err(ApiError::invalid(
-                k.group,
-                k.kind,
+                &k.group,
+                &k.kind,
                 &name,
                 &[("metadata.uid", "field is immutable".into())],
             ));
@@ -676,7 +682,7 @@ impl Storage {
                         .iter()
                         .map(|(f, m)| (f.as_str(), "FieldValueInvalid", m.clone())),
                 );
-                return Err(ApiError::invalid_causes(k.group, k.kind, &name, &all));
+                return Err(ApiError::invalid_causes(&k.group, &k.kind, &name, &all));
             }
             // Server-owned metadata comes from storage, whatever the body says.
             for f in ["uid", "creationTimestamp", "generation"] {
@@ -738,15 +744,15 @@ impl Storage {
         pre: &Preconditions,
         now: Timestamp,
     ) -> Result<Arc<Stored>, ApiError> {
-        let k: &Kind = &KINDS[kind];
+        let k = self.kind(kind)?;
         let key = (ns.to_string(), name.to_string());
         let Some(cur) = self.objects[kind].get(&key).cloned() else {
-            return Err(ApiError::not_found(k.group, k.plural, name));
+            return Err(ApiError::not_found(&k.group, &k.plural, name));
         };
         if kind == NAMESPACES && INITIAL_NAMESPACES.contains(&name) {
             return Err(ApiError::forbidden(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 "this namespace may never be deleted".into(),
             ));
@@ -756,8 +762,8 @@ impl Storage {
             && uid != meta_str(&cur_v, "uid")
         {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 format!("the precondition uid {uid} does not match"),
             ));
@@ -766,8 +772,8 @@ impl Storage {
             && *rv != cur.rv.to_string()
         {
             return Err(ApiError::conflict(
-                k.group,
-                k.plural,
+                &k.group,
+                &k.plural,
                 name,
                 format!(
                     "the precondition resourceVersion {rv} does not match (now {})",

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use super::{EventType, Key, Storage, Stored};
 use crate::apiserver::kinds::{
-    KINDS, NAMESPACE_FINALIZER, NAMESPACES, holds_finalizers as holds, omit_empty_spec_finalizers,
+    NAMESPACE_FINALIZER, NAMESPACES, holds_finalizers as holds, omit_empty_spec_finalizers,
 };
 
 /// The five conditions the namespace controller keeps, in its order, each with the reason and
@@ -78,7 +78,7 @@ pub(crate) const SWEEP_STEP: usize = 1024;
 /// finalizers keep them).
 #[derive(Debug, Default)]
 pub(crate) struct Sweep {
-    /// The kind being swept (an index into `KINDS`).
+    /// The kind being swept (an id in the registry).
     kind: usize,
     /// The last name handled in that kind.
     after: Option<String>,
@@ -127,9 +127,13 @@ impl Storage {
         }
         let mut handled = 0;
         self.syncing = true;
-        while sweep.kind < KINDS.len() && handled < budget {
+        while sweep.kind < self.kinds.ids() && handled < budget {
             let kind = sweep.kind;
-            let k = &KINDS[kind];
+            let Some(k) = self.kinds.get(kind).cloned() else {
+                sweep.kind += 1; // an id whose resource is gone
+                sweep.after = None;
+                continue;
+            };
             let names = if k.namespaced {
                 self.names_after(kind, ns, sweep.after.as_deref(), budget - handled)
             } else {
@@ -160,7 +164,7 @@ impl Storage {
             sweep.after = names.last().cloned();
         }
         self.syncing = false;
-        if sweep.kind < KINDS.len() {
+        if sweep.kind < self.kinds.ids() {
             return true;
         }
         // What was left may have gone since it was counted, a step or more ago.
@@ -178,8 +182,8 @@ impl Storage {
     /// Whether no namespaced object is stored in `ns`: one step into each kind's keys.
     fn holds_nothing(&self, ns: &str) -> bool {
         let from = (ns.to_string(), String::new());
-        KINDS.iter().enumerate().all(|(kind, k)| {
-            !k.namespaced
+        self.kinds.live().all(|(kind, e)| {
+            !e.storage.namespaced
                 || self.objects[kind]
                     .range(&from..)
                     .next()

@@ -1,0 +1,799 @@
+//! CustomResourceDefinitions on the embedded server: a CRD POSTed to it is stored,
+//! established, and its resource served, as kube-apiserver v1.37.2 serves it
+//! (apiextensions-apiserver v0.37.2: `pkg/registry/customresourcedefinition`,
+//! `pkg/controller/status/naming_controller.go`, `pkg/controller/establish`,
+//! `pkg/controller/finalizer`, `pkg/apiserver/customresource_handler.go`,
+//! `pkg/apiserver/schema`).
+//!
+//! Every test runs under tokio's paused clock against the in-process client: no socket, so
+//! virtual time only moves when every task waits (the two seconds a create waits after its
+//! CRD was established pass at once). Every await that could hang is bounded by `within`,
+//! which names the deadlock it suspects.
+
+mod apiserver_support;
+
+use apiserver_support::within;
+use controlloop::apiserver::Cluster;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use kube::discovery::{Discovery, Scope};
+use kube::{CustomResource, CustomResourceExt, Resource};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A user's own resource, defined in the test: kube's derive writes its CRD.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "stable.example.com",
+    version = "v1",
+    kind = "CronTab",
+    namespaced,
+    status = "CronTabStatus",
+    shortname = "ct"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CronTabSpec {
+    pub cron_spec: String,
+    pub replicas: i32,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct CronTabStatus {
+    pub runs: i32,
+}
+
+fn cron(name: &str, replicas: i32) -> CronTab {
+    CronTab::new(
+        name,
+        CronTabSpec {
+            cron_spec: "* * * * */5".into(),
+            replicas,
+        },
+    )
+}
+
+/// The Status of a failed call, or a panic naming what succeeded instead.
+fn status_of<T: std::fmt::Debug>(r: kube::Result<T>) -> Box<Status> {
+    match r {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// The causes of a 422, as `(field, reason, message)`.
+fn causes(s: &Status) -> Vec<(String, String, String)> {
+    s.details
+        .as_ref()
+        .map(|d| {
+            d.causes
+                .iter()
+                .map(|c| (c.field.clone(), c.reason.clone(), c.message.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn install(
+    client: &kube::Client,
+    crd: &CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    within(
+        "the CRD create never answered",
+        crds.create(&PostParams::default(), crd),
+    )
+    .await
+    .expect("the CRD was refused");
+    let name = crd.metadata.name.as_deref().unwrap();
+    within("the CRD get never answered", crds.get(name))
+        .await
+        .unwrap()
+}
+
+fn condition(crd: &CustomResourceDefinition, ty: &str) -> (String, String) {
+    let c = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == ty))
+        .unwrap_or_else(|| panic!("no {ty} condition on {crd:?}"));
+    (c.status.clone(), c.reason.clone().unwrap_or_default())
+}
+
+/// Teaches: a CRD from kube's derive is established at once, and its resource then answers
+/// every verb, typed and dynamic, with the generation and the status subresource the
+/// custom resource strategy keeps.
+#[tokio::test(start_paused = true)]
+async fn a_crd_from_the_derive_is_established_and_its_resource_served() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crd = install(&client, &CronTab::crd()).await;
+    assert_eq!(crd.metadata.generation, Some(1));
+    assert_eq!(
+        condition(&crd, "NamesAccepted"),
+        ("True".into(), "NoConflicts".into())
+    );
+    assert_eq!(
+        condition(&crd, "Established"),
+        ("True".into(), "InitialNamesAccepted".into())
+    );
+    let status = crd.status.clone().unwrap();
+    let accepted = status.accepted_names.unwrap();
+    assert_eq!(
+        (accepted.plural.as_str(), accepted.kind.as_str()),
+        ("crontabs", "CronTab")
+    );
+    assert_eq!(status.stored_versions, Some(vec!["v1".to_string()]));
+
+    let typed: Api<CronTab> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let created = within("create never answered", typed.create(&pp, &cron("a", 1)))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(created.spec.replicas, 1);
+
+    // The main endpoint ignores status; /status writes only status; only spec bumps the
+    // generation.
+    // A status the schema refuses is not even looked at on the main endpoint.
+    let patch = Patch::Merge(json!({"spec": {"replicas": 2}, "status": {"runs": "nine"}}));
+    let patched = typed
+        .patch("a", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(
+        (patched.metadata.generation, patched.status),
+        (Some(2), None)
+    );
+    let patch = Patch::Merge(json!({"spec": {"replicas": 7}, "status": {"runs": 3}}));
+    let patched = typed
+        .patch_status("a", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(2));
+    assert_eq!(patched.spec.replicas, 2);
+    assert_eq!(patched.status, Some(CronTabStatus { runs: 3 }));
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
+    let labelled = typed
+        .patch("a", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(2));
+
+    // The same objects through the dynamic API.
+    let ar = ApiResource::erase::<CronTab>(&());
+    let dynamic: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let mut b = DynamicObject::new("b", &ar);
+    b.data = json!({"spec": {"cronSpec": "0 * * * *", "replicas": 5}});
+    within("dynamic create never answered", dynamic.create(&pp, &b))
+        .await
+        .unwrap();
+    let names: Vec<String> = dynamic
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(typed.get("b").await.unwrap().spec.replicas, 5);
+
+    // A watch sees a change and a delete.
+    let wp = WatchParams::default();
+    let rv = typed
+        .get("b")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = within("the watch never opened", typed.watch(&wp, &rv))
+        .await
+        .unwrap()
+        .boxed();
+    let patch = Patch::Merge(json!({"spec": {"replicas": 6}}));
+    dynamic
+        .patch("b", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    within(
+        "b's delete never answered",
+        typed.delete("b", &DeleteParams::default()),
+    )
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match within("a watch event never came", events.next()).await {
+            Some(Ok(WatchEvent::Modified(o))) => seen.push(("MODIFIED", o.spec.replicas)),
+            Some(Ok(WatchEvent::Deleted(o))) => seen.push(("DELETED", o.spec.replicas)),
+            other => panic!("unexpected watch item {other:?}"),
+        }
+    }
+    assert_eq!(seen, [("MODIFIED", 6), ("DELETED", 6)]);
+}
+
+/// Teaches: discovery lists a CRD's resource as soon as it is established, in every
+/// document kube's `Discovery` reads.
+#[tokio::test(start_paused = true)]
+async fn discovery_finds_an_established_crd() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let discovery = within(
+        "discovery never answered",
+        Discovery::new(client.clone()).run(),
+    )
+    .await
+    .unwrap();
+    let gvk = GroupVersionKind::gvk("stable.example.com", "v1", "CronTab");
+    let (ar, caps) = discovery.resolve_gvk(&gvk).expect("CronTab is discovered");
+    assert_eq!(ar.plural, "crontabs");
+    assert_eq!(caps.scope, Scope::Namespaced);
+    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "status"));
+    let crds = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    assert!(discovery.resolve_gvk(&crds).is_some());
+}
+
+/// A two-version CRD written as JSON: `v1` served, `v2` stored; cluster-scoped.
+fn two_versions() -> Value {
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer", "default": 3, "minimum": 0},
+            "mode": {"type": "string", "enum": ["fast", "slow"]},
+            "label": {"type": "string", "pattern": "^[a-z]+$"},
+            "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "required": ["name"], "properties": {
+                          "name": {"type": "string"}, "port": {"type": "integer"}}}},
+            "port": {"x-kubernetes-int-or-string": true},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                         "x-kubernetes-preserve-unknown-fields": true},
+        }, "required": ["mode"]},
+    }}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.shop.example.com"},
+        "spec": {
+            "group": "shop.example.com",
+            "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget",
+                      "listKind": "GadgetCatalog"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": false, "schema": schema},
+                {"name": "v2", "served": true, "storage": true, "schema": schema,
+                 "subresources": {"status": {}}},
+            ],
+        },
+    })
+}
+
+fn gadgets(client: &kube::Client, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("shop.example.com", version, "Gadget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    Api::all_with(client.clone(), &ar)
+}
+
+async fn install_json(client: &kube::Client, crd: Value) -> CustomResourceDefinition {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    install(client, &crd).await
+}
+
+/// Teaches: objects are stored at the storage version and served at the version asked
+/// for, with only `apiVersion` changed (`strategy: None`).
+#[tokio::test(start_paused = true)]
+async fn a_multi_version_crd_stores_at_its_storage_version_and_serves_each_version() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crd = install_json(&client, two_versions()).await;
+    assert_eq!(
+        crd.status.unwrap().stored_versions,
+        Some(vec!["v2".to_string()])
+    );
+    let v1 = gadgets(&client, "v1");
+    let v2 = gadgets(&client, "v2");
+    let mut g = DynamicObject::new("g", &ApiResource::erase::<DynamicObject>(&v1_ar()));
+    g.data = json!({"spec": {"mode": "fast"}});
+    let created = within(
+        "create never answered",
+        v1.create(&PostParams::default(), &g),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.types.unwrap().api_version, "shop.example.com/v1");
+    let read = v2.get("g").await.unwrap();
+    assert_eq!(read.types.unwrap().api_version, "shop.example.com/v2");
+    let listed = v1.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.types.kind, "GadgetCatalog");
+    assert_eq!(
+        listed.items[0].types.as_ref().unwrap().api_version,
+        "shop.example.com/v1"
+    );
+    // Discovery prefers v2 (kube-aware version order) and lists both.
+    let d = within(
+        "discovery never answered",
+        Discovery::new(client.clone()).run(),
+    )
+    .await
+    .unwrap();
+    let group = d.get("shop.example.com").expect("the group is discovered");
+    assert_eq!(group.preferred_version_or_latest(), "v2");
+    assert_eq!(group.versions().collect::<Vec<_>>(), ["v2", "v1"]);
+}
+
+fn v1_ar() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("shop.example.com", "v1", "Gadget"),
+        "gadgets",
+    )
+}
+
+/// Teaches: the schema prunes unknown fields, applies defaults, keeps what
+/// `x-kubernetes-preserve-unknown-fields` preserves, and refuses what it does not allow
+/// with kube-apiserver's causes.
+#[tokio::test(start_paused = true)]
+async fn the_schema_prunes_defaults_and_validates() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install_json(&client, two_versions()).await;
+    let api = gadgets(&client, "v2");
+    let ar = ApiResource::erase::<DynamicObject>(&v1_ar());
+    let mut g = DynamicObject::new("g", &ar);
+    g.types.as_mut().unwrap().api_version = "shop.example.com/v2".into();
+    g.data = json!({"spec": {"mode": "slow", "bogus": 1, "port": "http",
+        "extra": {"anything": [1, 2]},
+        "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "junk": 1}, "x": 1}},
+        "unknown": true});
+    let created = within(
+        "create never answered",
+        api.create(&PostParams::default(), &g),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        created.data,
+        json!({"spec": {"mode": "slow", "size": 3, "port": "http",
+            "extra": {"anything": [1, 2]},
+            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "x": 1}}})
+    );
+
+    let mut bad = DynamicObject::new("bad", &ar);
+    bad.types.as_mut().unwrap().api_version = "shop.example.com/v2".into();
+    bad.data = json!({"spec": {"mode": "medium", "size": "big", "port": true, "label": "A1",
+        "at": "yesterday", "tags": ["a", "b", "a"],
+        "ports": [{"name": "x", "port": 1}, {"name": "x", "port": 2}],
+        "template": {"metadata": {}}}});
+    let s = status_of(
+        within(
+            "create never answered",
+            api.create(&PostParams::default(), &bad),
+        )
+        .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    let mut got = causes(&s);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("spec.at".into(), "FieldValueTypeInvalid".into(),
+             r#"Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#.into()),
+            ("spec.label".into(), "FieldValueInvalid".into(),
+             r#"Invalid value: "A1": spec.label in body should match '^[a-z]+$'"#.into()),
+            ("spec.mode".into(), "FieldValueNotSupported".into(),
+             r#"Unsupported value: "medium": supported values: "fast", "slow""#.into()),
+            ("spec.port".into(), "FieldValueTypeInvalid".into(),
+             r#"Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#.into()),
+            ("spec.ports[1]".into(), "FieldValueDuplicate".into(),
+             r#"Duplicate value: {"name":"x"}"#.into()),
+            ("spec.size".into(), "FieldValueTypeInvalid".into(),
+             r#"Invalid value: "string": spec.size in body must be of type integer: "string""#.into()),
+            ("spec.tags[2]".into(), "FieldValueDuplicate".into(),
+             r#"Duplicate value: "a""#.into()),
+            ("spec.template.apiVersion".into(), "FieldValueRequired".into(),
+             "Required value: must not be empty".into()),
+            ("spec.template.kind".into(), "FieldValueRequired".into(),
+             "Required value: must not be empty".into()),
+        ]
+    );
+    let mut missing = DynamicObject::new("missing", &ar);
+    missing.types.as_mut().unwrap().api_version = "shop.example.com/v2".into();
+    missing.data = json!({"spec": {"size": -1}});
+    let s = status_of(api.create(&PostParams::default(), &missing).await);
+    let mut got = causes(&s);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (
+                "spec.mode".into(),
+                "FieldValueRequired".into(),
+                "Required value".into()
+            ),
+            (
+                "spec.size".into(),
+                "FieldValueInvalid".into(),
+                "Invalid value: -1: spec.size in body should be greater than or equal to 0".into()
+            ),
+        ]
+    );
+}
+
+/// Teaches: deleting a CRD deletes its objects (watchers see each go), then the CRD, and
+/// the resource is no longer served.
+#[tokio::test(start_paused = true)]
+async fn deleting_the_crd_removes_its_objects_and_stops_serving_it() {
+    let cluster = Cluster::new(Default::default());
+    let client = cluster.in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let typed: Api<CronTab> = Api::namespaced(client.clone(), "default");
+    for n in ["a", "b"] {
+        within(
+            "create never answered",
+            typed.create(&PostParams::default(), &cron(n, 1)),
+        )
+        .await
+        .unwrap();
+    }
+    let rv = cluster.resource_version().to_string();
+    let mut events = within(
+        "the watch never opened",
+        typed.watch(&WatchParams::default(), &rv),
+    )
+    .await
+    .unwrap()
+    .boxed();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let marked = within(
+        "the CRD delete never answered",
+        crds.delete("crontabs.stable.example.com", &DeleteParams::default()),
+    )
+    .await
+    .unwrap()
+    .left()
+    .expect("the delete answers with the marked CRD");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        marked.metadata.finalizers,
+        Some(vec![
+            "customresourcecleanup.apiextensions.k8s.io".to_string()
+        ])
+    );
+    let mut gone = Vec::new();
+    for _ in 0..2 {
+        match within("a DELETED event never came", events.next()).await {
+            Some(Ok(WatchEvent::Deleted(o))) => gone.push(o.metadata.name.unwrap()),
+            other => panic!("unexpected watch item {other:?}"),
+        }
+    }
+    assert_eq!(gone, ["a", "b"]);
+    assert!(
+        within("the watch on a removed resource never ended", events.next())
+            .await
+            .is_none()
+    );
+    assert_eq!(
+        status_of(crds.get("crontabs.stable.example.com").await).code,
+        404
+    );
+    assert_eq!(
+        status_of(typed.list(&ListParams::default()).await).code,
+        404
+    );
+    // Installed again, it starts empty.
+    install(&client, &CronTab::crd()).await;
+    assert!(
+        typed
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+/// Teaches: what a user can get wrong in a CRD is a 422 naming the field, and what this
+/// server cannot do (a conversion webhook, CEL rules) is refused, never done differently.
+#[tokio::test(start_paused = true)]
+async fn a_wrong_or_unsupported_crd_is_refused_with_its_causes() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let refuse = |mutate: fn(&mut Value)| {
+        let crds = crds.clone();
+        async move {
+            let mut crd = two_versions();
+            mutate(&mut crd);
+            let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+            let s = status_of(
+                within(
+                    "create never answered",
+                    crds.create(&PostParams::default(), &crd),
+                )
+                .await,
+            );
+            assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+            causes(&s)
+        }
+    };
+    let got = refuse(|c| c["metadata"]["name"] = json!("widgets.shop.example.com")).await;
+    assert_eq!(
+        got,
+        [(
+            "metadata.name".into(),
+            "FieldValueInvalid".into(),
+            r#"Invalid value: "widgets.shop.example.com": must be spec.names.plural+"."+spec.group"#.into()
+        )]
+    );
+    let got = refuse(|c| c["spec"]["versions"][0]["storage"] = json!(true)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].0.as_str(), got[0].1.as_str()),
+        ("spec.versions", "FieldValueInvalid")
+    );
+    assert!(
+        got[0]
+            .2
+            .ends_with("must have exactly one version marked as storage version"),
+        "{got:?}"
+    );
+    let got = refuse(|c| {
+        c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"], "clientConfig": {"url": "https://x.example.com"}}})
+    })
+    .await;
+    assert_eq!(got[0].0, "spec.conversion.strategy");
+    assert!(
+        got[0].2.contains("Webhook") && got[0].2.contains("does not call conversion webhooks"),
+        "{got:?}"
+    );
+    let got = refuse(|c| {
+        c["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+            json!([{"rule": "self.spec.size < 10"}])
+    })
+    .await;
+    assert_eq!(
+        got[0].0,
+        "spec.versions[1].schema.openAPIV3Schema.x-kubernetes-validations"
+    );
+    assert!(got[0].2.contains("does not evaluate CEL"), "{got:?}");
+    let got = refuse(|c| {
+        c["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["size"]["multipleOf"] = json!(2)
+    })
+    .await;
+    assert_eq!(
+        got,
+        [(
+            "spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[size].multipleOf"
+                .into(),
+            "FieldValueForbidden".into(),
+            "Forbidden: this embedded server does not evaluate multipleOf in a schema yet".into()
+        )]
+    );
+    let got = refuse(|c| {
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["loose"] = json!({})
+    })
+    .await;
+    assert_eq!(
+        got,
+        [(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[loose].type"
+                .into(),
+            "FieldValueRequired".into(),
+            "Required value: must not be empty for specified object fields".into()
+        )]
+    );
+    // Nothing was stored.
+    assert!(
+        crds.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+/// Teaches: `kubectl apply -f crd.yaml` sends the YAML file as a JSON body; the server takes
+/// it as any client's CRD.
+#[tokio::test(start_paused = true)]
+async fn a_crd_posted_as_kubectl_apply_sends_it_is_served() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let yaml = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names:
+    kind: CronTab
+    plural: crontabs
+    singular: crontab
+    shortNames: [ct]
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                cronSpec:
+                  type: string
+                image:
+                  type: string
+                replicas:
+                  type: integer
+"#;
+    let body: Value = serde_saphyr::from_str(yaml).unwrap();
+    let (code, _, _) = apiserver_support::send(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let ct: Value = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "my-new-cron-object"},
+        "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image"}});
+    let (code, created, _) = apiserver_support::send(
+        &client,
+        "POST",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs",
+        "application/json",
+        serde_json::to_vec(&ct).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["image"], "my-awesome-cron-image");
+    assert_eq!(CronTab::kind(&()), "CronTab");
+}
+
+/// Teaches: a schema is walked for every write, so its size is bounded when the CRD is
+/// written: a schema deeper or larger than the server walks is a 422 naming the bound, and
+/// the server goes on serving.
+#[tokio::test(start_paused = true)]
+async fn a_hostile_schema_is_refused_before_it_is_ever_walked() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let with_schema = |schema: Value| {
+        let mut crd = two_versions();
+        for v in 0..2 {
+            crd["spec"]["versions"][v]["schema"]["openAPIV3Schema"] = schema.clone();
+        }
+        serde_json::from_value::<CustomResourceDefinition>(crd).unwrap()
+    };
+    let mut deep = json!({"type": "string"});
+    for _ in 0..40 {
+        deep = json!({"type": "object", "properties": {"a": deep}});
+    }
+    let wide: serde_json::Map<String, Value> = (0..5_000)
+        .map(|i| (format!("f{i}"), json!({"type": "string"})))
+        .collect();
+    let wide = json!({"type": "object", "properties": wide});
+    for (what, schema) in [("deep", deep), ("wide", wide)] {
+        let s = status_of(
+            within(
+                "a hostile CRD was never answered",
+                crds.create(&PostParams::default(), &with_schema(schema)),
+            )
+            .await,
+        );
+        assert_eq!(s.code, 422, "{what}: {s:?}");
+        assert!(
+            causes(&s)
+                .iter()
+                .any(|c| c.1 == "FieldValueForbidden" && c.2.contains("levels deep")),
+            "{what}: {s:?}"
+        );
+    }
+    // A pattern whose program would be huge is refused, not compiled to its size.
+    let huge = json!({"type": "object", "properties": {
+        "spec": {"type": "string", "pattern": "(((a{100}){100}){100})"}}});
+    let s = status_of(
+        crds.create(&PostParams::default(), &with_schema(huge))
+            .await,
+    );
+    assert_eq!(s.code, 422, "{s:?}");
+    assert!(
+        causes(&s)
+            .iter()
+            .any(|c| c.0.ends_with("properties[spec].pattern")
+                && c.2.contains("must be a valid regular expression")),
+        "{s:?}"
+    );
+    install_json(&client, two_versions()).await;
+}
+
+/// Teaches: the CRD's delete waits for its instances: one held by a finalizer keeps the CRD
+/// Terminating (and its resource refusing creates, 403) until the finalizer goes.
+#[tokio::test(start_paused = true)]
+async fn a_crd_waits_for_an_instance_held_by_a_finalizer() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let typed: Api<CronTab> = Api::namespaced(client.clone(), "default");
+    let mut held = cron("held", 1);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    within(
+        "create never answered",
+        typed.create(&PostParams::default(), &held),
+    )
+    .await
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "crontabs.stable.example.com";
+    within(
+        "the CRD delete never answered",
+        crds.delete(name, &DeleteParams::default()),
+    )
+    .await
+    .unwrap();
+    let crd = crds
+        .get(name)
+        .await
+        .expect("the CRD waits for its instance");
+    assert_eq!(
+        condition(&crd, "Terminating"),
+        ("True".into(), "InstanceDeletionInProgress".into())
+    );
+    let s = status_of(typed.create(&PostParams::default(), &cron("new", 1)).await);
+    assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
+    assert_eq!(
+        s.message,
+        r#"crontabs.stable.example.com "new" is forbidden: create not allowed while custom resource definition is terminating"#
+    );
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    within(
+        "the finalizer's removal never answered",
+        typed.patch("held", &PatchParams::default(), &patch),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_of(crds.get(name).await).code, 404);
+}
+
+/// Teaches: the naming controller refuses a kind another CRD of the group was given:
+/// `NamesAccepted` is False with upstream's reason (the last conflict it checks: the list
+/// kind, `CronTabList`, defaulted from the kind), and the resource is not served.
+#[tokio::test(start_paused = true)]
+async fn a_crd_whose_kind_is_taken_is_not_established() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    install(&client, &CronTab::crd()).await;
+    let mut twin = serde_json::to_value(CronTab::crd()).unwrap();
+    twin["metadata"]["name"] = json!("crontwins.stable.example.com");
+    twin["spec"]["names"] =
+        json!({"plural": "crontwins", "singular": "crontwin", "kind": "CronTab"});
+    let crd = install_json(&client, twin).await;
+    assert_eq!(
+        condition(&crd, "NamesAccepted"),
+        ("False".into(), "ListKindConflict".into())
+    );
+    assert_eq!(
+        condition(&crd, "Established"),
+        ("False".into(), "NotAccepted".into())
+    );
+    let gvk = GroupVersionKind::gvk("stable.example.com", "v1", "CronTab");
+    let twins: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "crontwins"),
+    );
+    assert_eq!(
+        status_of(twins.list(&ListParams::default()).await).code,
+        404
+    );
+}
