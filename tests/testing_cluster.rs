@@ -177,3 +177,49 @@ async fn a_wait_that_times_out_shows_the_objects_and_the_requests() {
     );
     assert!(err.to_string().contains("did not hold within 60s"), "{err}");
 }
+
+const GADGETS: &str = "\
+apiVersion: example.com/v1
+kind: Gadget
+metadata:
+  name: g
+spec:
+  size: 3
+  colour: blue
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+";
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_s_custom_resource_definition_is_applied_before_its_objects() {
+    let cluster = TestCluster::new();
+    let stored = bounded("the apply", cluster.apply_yaml(GADGETS))
+        .await
+        .unwrap();
+    let kinds: Vec<_> = stored
+        .iter()
+        .map(|o| o.types.as_ref().unwrap().kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["CustomResourceDefinition", "Gadget"]);
+    // Served by the CRD's schema: `colour` is not in it, so it was pruned.
+    assert_eq!(stored[1].data["spec"], serde_json::json!({ "size": 3 }));
+}
