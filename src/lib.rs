@@ -146,16 +146,18 @@
 //! from YAML or typed values, and a wait whose deadline is on the clock, whose failure prints
 //! what the server held and the requests it answered:
 //!
-//! ```ignore
+//! ```no_run
 //! use controlloop::testing::TestCluster;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::Api;
 //! use std::time::Duration;
+//! # mod my_operator { pub async fn run(_client: kube::Client) {} }
+//! # const WEB: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n";
 //!
 //! #[tokio::test(start_paused = true)] // an hour of requeues takes no real time
 //! async fn my_controller_scales_web() {
 //!     let cluster = TestCluster::new();
-//!     cluster.apply_yaml(include_str!("fixtures/web.yaml")).await.unwrap();
+//!     cluster.apply_yaml(WEB).await.unwrap(); // your fixtures: CRDs, objects
 //!     tokio::spawn(my_operator::run(cluster.client())); // your controller, on this client
 //!     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
 //!     let scaled = |cm: &ConfigMap| cm.data.as_ref().is_some_and(|d| d["replicas"] == "3");
