@@ -272,13 +272,18 @@ async fn every_page_loads_cleanly_and_search_and_hidden_lines_work() {
         assert!(!text.contains("{{#include"), "{html_page}: a raw include");
         for (snap, first_line) in included_snapshot_lines(&file) {
             // A snapshot included outside a code fence is rendered: a Markdown table's
-            // header line becomes cells, so each cell's text is looked for instead.
+            // header line becomes cells, so each cell's text is looked for instead, and a
+            // list item's text is looked for without its marker, emphasis and code spans.
+            let item;
             let needles: Vec<&str> = if first_line.starts_with('|') {
                 first_line
                     .split('|')
                     .map(str::trim)
                     .filter(|c| !c.is_empty())
                     .collect()
+            } else if let Some(rest) = first_line.strip_prefix("- ") {
+                item = rest.replace("**", "").replace('`', "");
+                vec![item.as_str()]
             } else {
                 vec![first_line.as_str()]
             };
