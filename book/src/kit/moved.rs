@@ -92,7 +92,7 @@ impl Side for ClientGo {
     const ACCEPTED: &'static str = "recording";
     const CHECKS_OLD: bool = true; // both tags are recorded
     fn header(self, name: &str) -> String {
-        format!("{} (the port at {self})", self.recording(name))
+        format!("{} (this crate at {self})", self.recording(name))
     }
     fn accepted(self, name: &str) -> Option<String> {
         self.recorded(name).as_deref().map(ported_part)

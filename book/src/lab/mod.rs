@@ -139,4 +139,5 @@ pub const MODULES: &[Module] = &[
     serves!("11-what-carries-over-to-kube-rs.md" => kube_runtime, bands::storm),
     serves!("11-what-differs-on-kube-rs.md" => kube_runtime),
     serves!("11-what-running-kube-rs-found.md" => kube_runtime, bands::findings),
+    serves!("97-the-embedded-server.md" => real_server),
 ];

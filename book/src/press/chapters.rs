@@ -170,7 +170,6 @@ chapters! {
         ch13_moved,
     ],
     ch14_on_a_real_api_server = "14-on-a-real-api-server.md" in real_server [
-        ch14_conformance,
         ch14_latency,
         ch14_storms,
         ch14_lists,
@@ -188,6 +187,9 @@ chapters! {
     ch11_what_running_kube_rs_found = "11-what-running-kube-rs-found.md" in kube_runtime [
         ch11_findings,
         ch11_findings_real,
+    ],
+    ch97_the_embedded_server = "97-the-embedded-server.md" in real_server [
+        ch97_conformance,
     ],
     ch98_claim_by_claim = "98-claim-by-claim.md" [],
     ch99_what_it_costs = "99-what-it-costs.md" [],

@@ -8,7 +8,7 @@
 //! controller builds client-go's FIFO rate-limiting queue.
 //!
 //! The function [`beside_the_list`] is chapter 06's block, verbatim; [`storm_and_initial_list`]
-//! runs it on the embedded server or on the port's fake.
+//! runs it on the embedded server or on this crate's fake.
 
 use std::{fmt::Write as _, future::Future, sync::Arc, time::Duration};
 
@@ -65,7 +65,7 @@ impl StormAndList {
         let Storm { writes, gap, cost } = self.storm;
         let rvs = match self.objects {
             Objects::Server => "stamped on every write (the embedded API server)",
-            Objects::Fake => "none (the port's fake, as client-go's leaves them)",
+            Objects::Fake => "none (this crate's fake, as client-go's leaves them)",
         };
         let mut s = String::new();
         let _ = writeln!(s, "queue: {:?}; resourceVersions: {rvs}", self.queue);

@@ -2,7 +2,7 @@
 //! controller follows controller-runtime v0.24 instead of v0.22, each run on both releases and
 //! diffed; the move from v0.24 to v0.25, where every claim is run on both and found
 //! unmoved, beside the recordings of both tags; and client-go 1.37 → 1.38, where each scenario
-//! whose recorded body moved is run on the port at both minors and compared with both
+//! whose recorded body moved is run on this crate at both minors and compared with both
 //! recordings ([`v038`]). Each function's body is a chapter block, verbatim.
 
 pub mod v038;
@@ -170,10 +170,10 @@ pub fn ch13_v025() -> String {
     }
     // book: end ch13_v025_recorded
     // book: ch13_v025_port
-    // The port: every claim the book shows that depends on the release, run on both.
+    // This crate: every claim the book shows that depends on the release, run on both.
     let unmoved = |claim: &str, moved: Moved| {
         moved.assert_unchanged(); // no diff to review: the claim holds as it stood
-        format!("{:<56} unchanged\n", format!("port: {claim}"))
+        format!("{:<56} unchanged\n", format!("this crate: {claim}"))
     };
     let walk = |r| rig::paused(controller_queue(r));
     table += &unmoved(
@@ -311,7 +311,7 @@ pub fn ch13_v038_release() -> Moved<ClientGo> {
 }
 
 // book: ch13_fn_v038_row
-/// A scenario, run on the port at one client-go minor, printed as its recording is.
+/// A scenario, run on this crate at one client-go minor, printed as its recording is.
 pub type Run = fn(u32) -> String;
 
 /// The scenarios the port runs at both minors, each printed as its recording is.
@@ -323,12 +323,12 @@ pub const PORTED: [(&str, Run); 5] = [
     ("leader_election_release_after_outage", release_after_outage),
 ];
 
-/// The recorded scenarios whose bodies differ between the tags while the port at 1.38 does
+/// The recorded scenarios whose bodies differ between the tags while this crate at 1.38 does
 /// not move, each with the reason.
 pub const PORT_UNMOVED: [(&str, &str); 4] = [
     (
         "fake_clientset_resource_versions",
-        "the fake's deletes; the port's fake follows v0.37",
+        "the fake's deletes; this crate's fake follows v0.37",
     ),
     (
         "feature_gates",
@@ -336,7 +336,7 @@ pub const PORT_UNMOVED: [(&str, &str); 4] = [
     ),
     (
         "informer_batch_key_error",
-        "only in NewInformerWithOptions' part, which the port lacks",
+        "only in NewInformerWithOptions' part, which this crate lacks",
     ),
     (
         "method",
@@ -345,7 +345,7 @@ pub const PORT_UNMOVED: [(&str, &str); 4] = [
 ];
 
 /// One recorded scenario's row: its v0.37.2 body against its v0.38.0-beta.0 body, and where
-/// they differ, the port at 1.37 and at 1.38 against each tag's recording.
+/// they differ, this crate at 1.37 and at 1.38 against each tag's recording.
 pub fn v038_row(name: &str, v037: Option<&str>, v038: &str) -> Result<String, String> {
     let row = |what: &str| Ok(format!("{name:<40} {what}\n"));
     let Some(v037) = v037 else {
@@ -358,7 +358,7 @@ pub fn v038_row(name: &str, v037: Option<&str>, v038: &str) -> Result<String, St
         let port = Moved::between(name, ClientGo(37), ClientGo(38), |ClientGo(m)| run(m));
         for ((side, text), body) in [(&port.old, v037), (&port.new, v038)] {
             if *text != ported_part(body) {
-                return Err(format!("{name}: the port at {side} is not the recording"));
+                return Err(format!("{name}: this crate at {side} is not the recording"));
             }
         }
         let (removed, added) = port.changes();
@@ -369,7 +369,7 @@ pub fn v038_row(name: &str, v037: Option<&str>, v038: &str) -> Result<String, St
         ));
     }
     match PORT_UNMOVED.iter().find(|(n, _)| *n == name) {
-        Some((_, why)) => row(&format!("differs, the port does not move: {why}")),
+        Some((_, why)) => row(&format!("differs, this crate does not move: {why}")),
         None => Err(format!(
             "{name} moved between v0.37.2 and v0.38.0-beta.0, and no block shows it"
         )),

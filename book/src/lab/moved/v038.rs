@@ -1,5 +1,5 @@
 //! Chapter 13, "1.37 → 1.38": the scenarios recorded on client-go v0.37.2 and v0.38.0-beta.0
-//! whose bodies differ, each run on the port at 1.37 and at 1.38 (the informer's gates from
+//! whose bodies differ, each run on this crate at 1.37 and at 1.38 (the informer's gates from
 //! `FeatureGates::at_minor`), printed as the recorder prints them, so that each side's text is
 //! compared with its tag's recording whole. Each function's body is a chapter block, verbatim.
 

@@ -65,13 +65,13 @@ use versions::{UPDATES, rv_check};
 /// How long each experiment may take before it is reported as hung.
 pub const LIMIT: Duration = Duration::from_secs(600);
 
-/// Chapter 14, "The same requests on both servers": the conformance suite against both real
-/// servers; its differences, each covered by one entry of the table, and the table.
-pub fn ch14_conformance() {
+/// The appendix "The embedded server beside kube-apiserver": the conformance suite against
+/// both real servers; its differences, each covered by one entry of the table, and the table.
+pub fn ch97_conformance() {
     let Some(main) = or_skip(Instance::Main) else {
         return;
     };
-    // book: ch14_conformance
+    // book: ch97_conformance
     let _only = main.exclusive(); // one real-tier experiment at a time
     let no_cache = or_skip(Instance::NoWatchCache); // the second control plane, if it is up
     let without = no_cache.as_ref().map(|s| s.kubeconfig.as_path());
@@ -83,8 +83,8 @@ pub fn ch14_conformance() {
     let (uncovered, unused) = reconcile(KNOWN, &outcome.findings, &outcome.servers);
     assert!(uncovered.is_empty(), "not in the table: {uncovered:#?}");
     assert!(unused.is_empty(), "no longer found: {unused:#?}");
-    // book: end ch14_conformance
-    snap::text("ch14_differences", conformance::table(&outcome));
+    // book: end ch97_conformance
+    snap::text("ch97_differences", conformance::table(&outcome));
 }
 
 /// Chapter 14, "From a write to the reconcile": [`LATENCY_WRITES`] writes on the embedded

@@ -1,7 +1,7 @@
 //! Every difference the conformance suite finds between the embedded API server and
 //! kube-apiserver v1.37.2, with its reason and the fix proposed for the embedded server: one
-//! table, which chapter 14 prints. The suite fails on a finding no entry covers, and on an
-//! entry that covers no finding of a run.
+//! table, which the appendix "The embedded server beside kube-apiserver" prints. The suite
+//! fails on a finding no entry covers, and on an entry that covers no finding of a run.
 //!
 //! An entry covers findings by pattern: the scenarios and steps it names (none: any), and a
 //! path pattern whose `*` matches one segment and `**` any number of them (`**/details/group`

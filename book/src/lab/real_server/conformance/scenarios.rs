@@ -788,7 +788,7 @@ async fn widget_patches(s: &mut Session) -> Result<(), ConformanceError> {
     Ok(())
 }
 
-// book: ch14_scenario
+// book: ch97_scenario
 async fn resource_versions(s: &mut Session) -> Result<(), ConformanceError> {
     let created = s.post("create", CM, cm("a", json!({"k": "v"}))).await?;
     let v1 = rv(s, "create", &created)?;
@@ -819,7 +819,7 @@ async fn resource_versions(s: &mut Session) -> Result<(), ConformanceError> {
     .await?;
     Ok(())
 }
-// book: end ch14_scenario
+// book: end ch97_scenario
 
 async fn too_old(s: &mut Session) -> Result<(), ConformanceError> {
     s.post("create", CM, cm("a", json!({}))).await?;

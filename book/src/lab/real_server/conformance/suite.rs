@@ -1,5 +1,5 @@
 //! The suite: every scenario run on the embedded server and on the real ones, compared, and
-//! the differences table chapter 14 prints.
+//! the differences table the appendix "The embedded server beside kube-apiserver" prints.
 
 use super::{
     differences::{KNOWN, KUBE_APISERVER, NO_WATCH_CACHE},
@@ -132,7 +132,7 @@ pub async fn against_real(
     Ok(out)
 }
 
-/// The differences table chapter 14 prints: every entry of [`KNOWN`] with the findings of
+/// The differences table the appendix prints: every entry of [`KNOWN`] with the findings of
 /// this run it covers (counted per real server), as Markdown.
 pub fn table(outcome: &Outcome) -> String {
     let mut t = String::from(
