@@ -237,6 +237,13 @@ impl Patch {
                             path.saturating_add(value)
                         ))); // keeps I1
                     }
+                    if let PatchOperation::Test(t) = op
+                        && t.value.is_null()
+                        && cur.pointer(t.path.as_str()).is_none()
+                        && parent_is_object(&cur, &t.path)
+                    {
+                        continue; // a missing member tests equal to null, as upstream's does
+                    }
                     json_patch::patch_unsafe(&mut cur, std::slice::from_ref(op)).map_err(|e| {
                         invalid(format!(
                             "operation {i} failed at path '{}': {}",
@@ -248,6 +255,13 @@ impl Patch {
             }
         }
     }
+}
+
+/// Whether the parent of `path` is an object in `doc` (the document itself for a top-level
+/// member).
+fn parent_is_object(doc: &Value, path: &json_patch::jsonptr::Pointer) -> bool {
+    let parent = path.parent().map_or("", |p| p.as_str());
+    doc.pointer(parent).is_some_and(Value::is_object)
 }
 
 #[cfg(test)]
@@ -262,6 +276,32 @@ mod tests {
 
     fn apply(p: &Patch, doc: Value) -> Result<Value, ApiError> {
         p.apply(doc, &builtin(CONFIGMAPS), "a")
+    }
+
+    #[test]
+    fn a_test_of_null_passes_on_a_missing_member_only() {
+        // kube-runtime's finalizer helper adds the first finalizer this way (kube-apiserver
+        // v1.37.2 accepts it: a missing member tests equal to null).
+        let doc = json!({"metadata": {"name": "a"}});
+        let add = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["x/y"]}
+        ]);
+        let added = apply(&json_patch(add.clone()), doc).unwrap();
+        assert_eq!(added["metadata"]["finalizers"], json!(["x/y"]));
+        // Present: the test fails, as it does upstream; so does a missing parent.
+        let again = json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]);
+        assert_eq!(
+            apply(&json_patch(again), added.clone()).unwrap_err().code,
+            422
+        );
+        let orphan = json!([{"op": "test", "path": "/metadata/none/deeper", "value": null}]);
+        assert_eq!(
+            apply(&json_patch(orphan), added.clone()).unwrap_err().code,
+            422
+        );
+        let valued = json!([{"op": "test", "path": "/data/zz", "value": "q"}]);
+        assert_eq!(apply(&json_patch(valued), added).unwrap_err().code, 422);
     }
 
     #[test]

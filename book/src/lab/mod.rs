@@ -68,6 +68,8 @@ pub mod method;
 #[doc(hidden)]
 pub mod moved;
 #[doc(hidden)]
+pub mod own_controller;
+#[doc(hidden)]
 pub mod real_server;
 #[doc(hidden)]
 pub mod resync;
@@ -131,6 +133,7 @@ pub const MODULES: &[Module] = &[
     serves!("16-deletion.md" => deletion),
     serves!("15-the-second-replica.md" => second_replica, bands),
     serves!("18-many-workers.md" => many_workers, bands),
+    serves!("19-testing-your-own-controller.md" => own_controller),
     serves!("09-spoken-drills.md" => drills),
     serves!("05-method.md" => method),
     serves!("10-what-varies.md" => bands),

@@ -155,6 +155,11 @@ chapters! {
         ch18_starvation,
         ch18_cpu,
     ],
+    ch19_testing_your_own_controller = "19-testing-your-own-controller.md" in own_controller [
+        ch19_in_process,
+        ch19_real,
+        ch19_mock,
+    ],
     ch09_spoken_drills = "09-spoken-drills.md" in drills [
         ch09_drills,
     ],

@@ -303,6 +303,14 @@ pub fn process_start_time(pid: u64) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
+/// A nonce for namespace names: the same for both servers in one run, another in the next.
+pub fn nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{:x}", (t.as_millis() as u64) & 0xff_ffff)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

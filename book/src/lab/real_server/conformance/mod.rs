@@ -39,10 +39,11 @@ mod session;
 mod suite;
 mod transcript;
 
+pub use crate::lab::rig::real::nonce;
 pub use differences::{Difference, KNOWN, KUBE_APISERVER, NO_WATCH_CACHE};
 pub use error::ConformanceError;
 pub use findings::{Finding, compare, differences};
 pub use scenarios::{Expect, On, SCENARIOS, Scenario};
 pub use session::{Body, REQUEST_LIMIT, Session, Until, rv};
-pub use suite::{Outcome, Server, against_real, nonce, run, table, unmet};
+pub use suite::{Outcome, Server, against_real, run, table, unmet};
 pub use transcript::{Record, Transcript, brief};

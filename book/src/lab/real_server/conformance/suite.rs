@@ -45,14 +45,6 @@ pub async fn run(
     Ok(out)
 }
 
-/// A nonce for namespace names: the same for both servers in one run, another in the next.
-pub fn nonce() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{:x}", (t.as_millis() as u64) & 0xff_ffff)
-}
-
 /// Each scenario's expectations that `t` does not meet, as messages.
 pub fn unmet(scenario: &Scenario, t: &Transcript) -> Vec<String> {
     scenario
@@ -84,7 +76,7 @@ pub async fn against_real(
     no_cache: Option<&std::path::Path>,
 ) -> Result<Outcome, ConformanceError> {
     use crate::lab::rig::{Backend, Target};
-    let nonce = nonce();
+    let nonce = crate::lab::rig::real::nonce();
     let server = controlloop::apiserver::ApiServer::start()
         .await
         .map_err(|e| ConformanceError::Missing {
