@@ -368,6 +368,7 @@ impl Kind {
             }
         })?;
         validation::dedup_owner_references(&mut value["metadata"]);
+        validation::omit_empty_lists(&mut value["metadata"]);
         self.validate(&name, &value, path_name.is_none())?;
         if let Some(stored) = &self.stored_as {
             value["apiVersion"] = Value::String(stored.clone());

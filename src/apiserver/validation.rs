@@ -160,6 +160,21 @@ pub(crate) fn dedup_owner_references(meta: &mut Value) {
     *refs = kept;
 }
 
+/// Go's `omitempty` on ObjectMeta's lists: an empty `finalizers` or `ownerReferences` is not
+/// stored, so a JSON patch that removes the last finalizer leaves no `finalizers: []` behind.
+pub(crate) fn omit_empty_lists(meta: &mut Value) {
+    if let Some(meta) = meta.as_object_mut() {
+        for field in ["finalizers", "ownerReferences"] {
+            if meta
+                .get(field)
+                .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+            {
+                meta.remove(field);
+            }
+        }
+    }
+}
+
 /// `NameIsDNSSubdomain`: the rule for ConfigMap and custom resource names (keeps I1).
 pub(crate) fn object_name(name: &str, prefix: bool) -> Option<String> {
     let checked = if prefix {

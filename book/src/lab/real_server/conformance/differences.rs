@@ -184,10 +184,12 @@ pub static KNOWN: &[Difference] = &[
     },
     Difference {
         what: "a failed JSON patch names the object and the operation",
-        scenarios: &["configmap_patches"],
+        scenarios: &["configmap_patches", "widget_patches"],
         steps: &[
             "json patch failing test",
             "json patch removing a missing key",
+            "json patch testing a present member against null",
+            "json patch testing under a missing parent",
         ],
         paths: &[
             "/details/causes",

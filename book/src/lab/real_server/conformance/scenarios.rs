@@ -229,6 +229,21 @@ pub static SCENARIOS: &[Scenario] = &[
                 "/reason",
                 "\"Invalid\"",
             ),
+            // kube-runtime's finalizer helper: a missing member tests equal to null.
+            field(
+                "json patch adding the first finalizer",
+                200,
+                "/metadata/finalizers",
+                r#"["example.com/hold"]"#,
+            ),
+            field(
+                "json patch testing a present member against null",
+                422,
+                "/reason",
+                "\"Invalid\"",
+            ),
+            code("json patch testing under a missing parent", 422),
+            code("json patch releasing the finalizer", 200),
         ],
     },
     Scenario {
@@ -783,6 +798,37 @@ async fn widget_patches(s: &mut Session) -> Result<(), ConformanceError> {
         &w,
         Body::Merge,
         json!({"spec": {"replicas": "many"}}),
+    )
+    .await?;
+    let first = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                       {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/hold"]}]);
+    s.patch(
+        "json patch adding the first finalizer",
+        &w,
+        Body::JsonPatch,
+        first.clone(),
+    )
+    .await?;
+    s.patch(
+        "json patch testing a present member against null",
+        &w,
+        Body::JsonPatch,
+        first,
+    )
+    .await?;
+    s.patch(
+        "json patch testing under a missing parent",
+        &w,
+        Body::JsonPatch,
+        json!([{"op": "test", "path": "/metadata/none/deeper", "value": null}]),
+    )
+    .await?;
+    s.patch(
+        "json patch releasing the finalizer",
+        &w,
+        Body::JsonPatch,
+        json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "example.com/hold"},
+               {"op": "remove", "path": "/metadata/finalizers/0"}]),
     )
     .await?;
     Ok(())
