@@ -253,4 +253,22 @@ pub fn ch19_mock() {
         lines.0, lines.1
     ));
     crate::kit::snap::text("ch19_mock", text);
+    let _ = crate::kit::measured::record("ch19_mock", wall_times());
+}
+
+/// The real time the first test takes each way, once each, on the operator as written.
+pub fn wall_times() -> String {
+    let started = std::time::Instant::now();
+    let mocked = rig::paused(mock::cleanup_releases_the_finalizer(
+        Operator::CORRECT,
+        mock::Script::PageThere,
+    ));
+    let mock_took = started.elapsed();
+    let (in_process, in_process_took) = in_process(TESTS[0].1, Operator::CORRECT);
+    assert!(mocked.is_ok() && in_process.is_ok());
+    format!(
+        "The first test, on the operator as written: mocked {mock_took:?}, in-process \
+         {in_process_took:?} of real time (its server started, its CustomResourceDefinition \
+         installed, a namespace created and deleted)."
+    )
 }
