@@ -280,10 +280,11 @@ fn a_changed_expectation_is_reported_for_its_step() {
     }
 }
 
-/// Chapter 14 states this check's step count, and it is the count of `STEPS`.
+/// The appendix on the embedded server states this check's step count, and it is the count of
+/// `STEPS`.
 #[test]
-fn chapter_14_states_the_step_count() {
-    clients::chapter_14_says(&format!(
+fn the_appendix_states_the_step_count() {
+    clients::the_appendix_says(&format!(
         "one list of {} kubectl v1.37.2 commands",
         STEPS.len()
     ));

@@ -455,8 +455,9 @@ fn the_script_and_the_test_list_the_same_steps() {
     assert_eq!(labels, ours);
 }
 
-/// Chapter 14 states this check's step count, and it is the count of `STEPS`.
+/// The appendix on the embedded server states this check's step count, and it is the count of
+/// `STEPS`.
 #[test]
-fn chapter_14_states_the_step_count() {
-    clients::chapter_14_says(&format!("one script of {} steps", STEPS.len()));
+fn the_appendix_states_the_step_count() {
+    clients::the_appendix_says(&format!("one script of {} steps", STEPS.len()));
 }
