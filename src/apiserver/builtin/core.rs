@@ -227,10 +227,10 @@ fn service_defaults(s: &mut Value) {
             spec.as_object_mut()
                 .map(|m| m.remove("sessionAffinityConfig"));
         }
-        Some("ClientIP") => {
-            if spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"].is_null() {
-                spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 10800}});
-            }
+        Some("ClientIP")
+            if spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"].is_null() =>
+        {
+            spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 10800}});
         }
         _ => {}
     }
@@ -318,10 +318,10 @@ fn service_update_keeps(new: &mut Value, old: &Value) {
     if same_type {
         let old_ports = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
         each(&mut new["spec"], "ports").for_each(|p| {
-            if let Some(o) = old_ports.iter().find(|o| o["port"] == p["port"]) {
-                if !o["nodePort"].is_null() {
-                    or_default(p, "nodePort", o["nodePort"].clone());
-                }
+            if let Some(o) = old_ports.iter().find(|o| o["port"] == p["port"])
+                && !o["nodePort"].is_null()
+            {
+                or_default(p, "nodePort", o["nodePort"].clone());
             }
         });
     }

@@ -21,10 +21,10 @@ use super::{Cause, each, invalid, not_supported, or_default, required};
 
 /// `SetDefaults_PodSpec` and the defaulters of what a pod spec holds.
 pub(super) fn spec_defaults(spec: &mut Value) {
-    if spec.get("serviceAccountName").is_none_or(Value::is_null) {
-        if let Some(sa) = spec.get("serviceAccount").cloned() {
-            spec["serviceAccountName"] = sa;
-        }
+    if spec.get("serviceAccountName").is_none_or(Value::is_null)
+        && let Some(sa) = spec.get("serviceAccount").cloned()
+    {
+        spec["serviceAccountName"] = sa;
     }
     if let Some(sa) = spec.get("serviceAccountName").cloned() {
         spec["serviceAccount"] = sa;
