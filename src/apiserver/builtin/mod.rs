@@ -36,6 +36,10 @@
 //!   share one storage, so an event written through one group is read through the other.
 //! - Strategic merge patch is 415 for these kinds (kube-apiserver serves it): JSON merge and
 //!   JSON patches work.
+//! - Protobuf bodies are 415 for these kinds, saying so (the server reads protobuf for
+//!   ConfigMaps and Namespaces only): kubectl's generators (`kubectl create secret`,
+//!   `create deployment`, `create serviceaccount`) send protobuf and are refused;
+//!   `kubectl create -f` and `kubectl apply -f` send JSON and work.
 
 mod apps;
 mod batch;
