@@ -153,7 +153,7 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
         (
             "unknown resource",
             "GET",
-            "/api/v1/namespaces/default/pods".into(),
+            "/api/v1/namespaces/default/nonexistents".into(),
             JSON,
             vec![],
             404,

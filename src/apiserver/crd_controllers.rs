@@ -273,6 +273,7 @@ fn entry_of(crd: &Value, established_at: Option<tokio::time::Instant>) -> Option
             stored_as: (version != storage).then(|| format!("{group}/{storage}")),
             terminating,
             established_at,
+            hooks: None,
         }
     };
     let storage_kind = versions

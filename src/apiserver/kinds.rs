@@ -18,6 +18,9 @@
 //! `CoordinatedLeaderElection` gate (off by default) drops them, and `ValidateLeaseSpec`'s
 //! bounds are 422.
 //!
+//! The kinds operators own (Secret, Service, Deployment and the rest) are in `builtin`, each
+//! with its strategy's hooks ([`Kind::hooks`]), appended after these.
+//!
 //! # Differences from upstream
 //! - A PUT to a Lease that does not exist is 404; upstream's lease strategy allows create on
 //!   update. client-go's Lease lock creates with POST, so it never relies on it.
@@ -38,6 +41,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::sync::Arc;
 
+use super::builtin::{self, Hooks};
 use super::customresourcedefinition as crd;
 use super::schema::{self, Schema};
 
@@ -87,6 +91,8 @@ pub(crate) struct Kind {
     /// When its CRD was established (tokio's clock): a create waits until
     /// two seconds after it, as upstream's handler does.
     pub established_at: Option<tokio::time::Instant>,
+    /// The strategy of a built-in kind of `builtin` (its defaults are in its decoder).
+    pub hooks: Option<&'static Hooks>,
 }
 
 /// How a kind's bodies are decoded.
@@ -224,13 +230,16 @@ pub(crate) fn builtins() -> Vec<Kind> {
             )
         },
     ]
+    .into_iter()
+    .chain(builtin::kinds())
+    .collect()
 }
 
 impl Kind {
     /// A built-in `v1` kind with the generic registry's defaults: namespaced, no status
     /// subresource, no generation, updates without a resourceVersion allowed, DNS-subdomain
     /// names, a type error a 400, a delete answered with a `Status`.
-    fn base(
+    pub(crate) fn base(
         group: &str,
         kind: &str,
         plural: &str,
@@ -258,6 +267,7 @@ impl Kind {
             stored_as: None,
             terminating: false,
             established_at: None,
+            hooks: None,
         }
     }
 
@@ -391,6 +401,36 @@ impl Kind {
         }
     }
 
+    /// A write to the status subresource: the body's status on the stored object, and the
+    /// metadata as the kind's status strategy takes it (`old`'s, unless `builtin` says).
+    pub fn status_write(&self, body: &Value, old: &Value) -> Value {
+        match self.builtin_hooks() {
+            Some(h) => builtin::status_write(body, old, h.status_keeps),
+            None => builtin::with_status(body, old),
+        }
+    }
+
+    /// A built-in kind's own rules for an updated object (`Validate` within upstream's
+    /// `ValidateUpdate`); none for the other kinds, whose rules `prepare` checks.
+    pub fn validate_updated(&self, new: &Value) -> Vec<schema::Cause> {
+        let mut causes = Vec::new();
+        if let Some(h) = self.builtin_hooks() {
+            (h.validate)(new, &mut causes);
+        }
+        causes
+    }
+
+    /// Whether the kind's update rules come before its object rules in a 422 (a Secret's
+    /// and a Service's do; a workload's spec comes first).
+    pub fn update_rules_first(&self) -> bool {
+        self.builtin_hooks().is_some_and(|h| h.update_rules_first)
+    }
+
+    /// The strategy of a built-in kind of `builtin` (never a CRD's kind of the same name).
+    fn builtin_hooks(&self) -> Option<&'static Hooks> {
+        self.hooks.filter(|_| self.crd.is_none())
+    }
+
     /// Whether this is the CustomResourceDefinition kind itself.
     pub fn is_crd(&self) -> bool {
         self.crd.is_none() && self.kind == "CustomResourceDefinition"
@@ -451,6 +491,12 @@ impl Kind {
         }
         // The CRD's own rules and a custom resource's schema name fields of their own.
         let mut more: Vec<schema::Cause> = Vec::new();
+        // A built-in kind's own rules on update are checked with its update rules (storage).
+        if let Some(h) = self.builtin_hooks()
+            && create
+        {
+            (h.validate)(v, &mut more);
+        }
         if self.is_crd() {
             crd::validate(v, &mut more);
         }
@@ -482,6 +528,10 @@ impl Kind {
     /// is Active, carries the `kubernetes` finalizer in `spec.finalizers` and the label naming
     /// it.
     pub fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(h) = self.builtin_hooks() {
+            (h.prepare_for_create)(obj);
+            return;
+        }
         if self.is_crd() {
             crd::prepare_for_create(obj);
             return;
@@ -506,6 +556,10 @@ impl Kind {
     /// The kind's `PrepareForUpdate` on the main endpoint, after the stored status is put back:
     /// a Namespace's `spec.finalizers` are the stored ones (only `/finalize` changes them).
     pub fn prepare_for_update(&self, obj: &mut Value, old: &Value) {
+        if let Some(h) = self.builtin_hooks() {
+            (h.prepare_for_update)(obj, old);
+            return;
+        }
         if self.is_crd() {
             crd::prepare_for_update(obj);
             return;
@@ -532,6 +586,9 @@ impl Kind {
     /// stored with `immutable: true` keeps `immutable`, `data` and `binaryData`
     /// (`ValidateConfigMapUpdate`, kubernetes v1.37.2 `pkg/apis/core/validation`).
     pub fn validate_update(&self, new: &Value, old: &Value, causes: &mut Vec<ReasonedCause>) {
+        if let Some(h) = self.builtin_hooks() {
+            (h.validate_update)(new, old, causes);
+        }
         if self.is("", "ConfigMap") && old["immutable"] == Value::Bool(true) {
             config_map_immutable(new, old, causes);
         }

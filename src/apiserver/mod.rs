@@ -115,9 +115,15 @@
 //!   they stay, where kube-controller-manager's collector would delete them shortly after.
 //!   `Foreground` and `Orphan` (and `orphanDependents: true`) are refused with 422
 //!   FieldValueNotSupported, saying so: without a collector they would be plain deletes.
-//! - Strategic merge patch follows upstream for the built-in kinds (`strategic`), and is 415
-//!   for custom resources, as upstream. It is 415 for CustomResourceDefinitions too, where
-//!   upstream serves it: JSON merge and JSON patches work.
+//! - Strategic merge patch follows upstream for ConfigMaps, Namespaces and Leases
+//!   (`strategic`), and is 415 for custom resources, as upstream. It is 415 for
+//!   CustomResourceDefinitions and the kinds of `builtin` too, where upstream serves it:
+//!   JSON merge and JSON patches work.
+//! - The built-in kinds are ConfigMap, Namespace, Lease, CustomResourceDefinition, the book's
+//!   Widget and PlainWidget, and the kinds operators own (`builtin`): Secret, ServiceAccount,
+//!   Service, Pod, Event (core/v1 and `events.k8s.io/v1`), Deployment, StatefulSet,
+//!   DaemonSet and Job, with the defaults kube-apiserver applies and their strategies' rules
+//!   (`builtin` lists what differs). Nothing runs their controllers, as in envtest.
 //! - The kinds served are a registry (`registry`) filled at start with the built-in kinds and
 //!   then by each established CustomResourceDefinition (`customresourcedefinition`,
 //!   `crd_controllers`, `schema`): their docs list what a CRD can and cannot ask for. A
@@ -150,6 +156,7 @@
 //!   malformed name, bad labels, schema type errors, an update without resourceVersion on a
 //!   custom resource, a finalizer added to an object being deleted).
 
+mod builtin;
 mod cluster;
 mod controls;
 mod crd_controllers;

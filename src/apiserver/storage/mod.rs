@@ -653,14 +653,7 @@ impl Storage {
             ));
         }
         if mode == UpdateMode::Status {
-            let status = obj.get("status").cloned();
-            obj = cur_v.clone();
-            match status {
-                Some(s) => obj["status"] = s,
-                None => {
-                    obj.as_object_mut().map(|m| m.remove("status"));
-                }
-            }
+            obj = k.status_write(&obj, &cur_v);
         } else {
             // `ValidateObjectMetaUpdate`, then the kind's own update rules, in upstream's order.
             let mut causes = Vec::new();
@@ -668,20 +661,31 @@ impl Storage {
                 validation::no_new_finalizers(&obj["metadata"], &cur_v["metadata"], &mut causes);
             }
             validation::deletion_fields_kept(&mut obj["metadata"], &cur_v["metadata"], &mut causes);
+            let meta_len = causes.len();
             k.validate_update(&obj, &cur_v, &mut causes);
+            let rules = causes.split_off(meta_len);
+            // A built-in kind's own rules for the object, checked here rather than in
+            // `Kind::prepare` so that they come in upstream's order with the update rules.
+            let own = k.validate_updated(&obj);
+            let own = own.iter().map(|(f, r, m)| (f.as_str(), *r, m.clone()));
+            let rules = rules.into_iter();
             // The finalize subresource checks each of `spec.finalizers` by name.
             let finalize = match mode {
                 UpdateMode::Finalize => validation::spec_finalizer_causes(&obj, true),
                 _ => Vec::new(),
             };
-            if !causes.is_empty() || !finalize.is_empty() {
-                let mut all: Vec<(&str, &str, String)> =
-                    causes.iter().map(|(f, r, m)| (*f, *r, m.clone())).collect();
-                all.extend(
-                    finalize
-                        .iter()
-                        .map(|(f, m)| (f.as_str(), "FieldValueInvalid", m.clone())),
-                );
+            let mut all: Vec<(&str, &str, String)> = causes;
+            if k.update_rules_first() {
+                all.extend(rules.chain(own));
+            } else {
+                all.extend(own.chain(rules));
+            }
+            all.extend(
+                finalize
+                    .iter()
+                    .map(|(f, m)| (f.as_str(), "FieldValueInvalid", m.clone())),
+            );
+            if !all.is_empty() {
                 return Err(ApiError::invalid_causes(&k.group, &k.kind, &name, &all));
             }
             // Server-owned metadata comes from storage, whatever the body says.

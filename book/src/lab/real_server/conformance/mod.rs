@@ -31,6 +31,7 @@
 pub mod differences;
 pub mod normalise;
 pub mod scenarios;
+pub mod scenarios_builtins;
 pub mod setup;
 
 mod error;

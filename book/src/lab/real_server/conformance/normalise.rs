@@ -3,7 +3,7 @@
 //!
 //! | what | why it differs | token |
 //! |---|---|---|
-//! | `metadata.uid` (and a Status's `details.uid`) | random per object | `<uid:NAME>`, the object's name |
+//! | `metadata.uid` (and a Status's `details.uid`, and a uid as a value elsewhere: a Job's labels and selector) | random per object | `<uid:NAME>`, the object's name |
 //! | a timestamp (`creationTimestamp`, `deletionTimestamp`) | the clock | `<time>` |
 //! | an object's `metadata.resourceVersion` | each server's own revision counter, shared with other writers on the real one | `<NAME@k>`: the object's k-th version, in numeric order |
 //! | a list's or a bookmark's resourceVersion | the revision when it was answered, which other writers (leases) move on a real server | `≥<NAME@k>`: the newest object version at or below it |
@@ -11,6 +11,7 @@
 //! | `metadata.continue` | opaque, encodes a revision | `<continue>` |
 //! | `metadata.managedFields` | field management (a difference of its own, which the apply scenario records) | removed |
 //! | a name made from `generateName` | a random suffix | `<generated:PREFIX>` |
+//! | a Service's `clusterIP` and `clusterIPs` (but `None`), a port's `nodePort` | allocated: at random upstream, from the creation serial on the embedded server | `<clusterIP>`, `<nodePort>` |
 //!
 //! Versions are numbered per object, so one extra write to one object (a difference of its
 //! own) moves only that object's later tokens; a scenario that needs an order across objects
@@ -173,12 +174,24 @@ fn rewrite(v: &mut Value, tokens: &HashMap<u64, String>, seen: &Seen) {
                         Err(_) => {}
                     },
                     ("message", Value::String(m)) => *m = numbers(m, tokens),
+                    ("clusterIP", Value::String(ip)) if ip != "None" => {
+                        *ip = "<clusterIP>".into();
+                    }
+                    ("clusterIPs", Value::Array(ips)) => {
+                        for ip in ips.iter_mut().filter(|ip| *ip != "None") {
+                            *ip = Value::String("<clusterIP>".into());
+                        }
+                    }
+                    ("nodePort", n @ Value::Number(_)) => *n = Value::String("<nodePort>".into()),
                     (_, child) => rewrite(child, tokens, seen),
                 }
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|i| rewrite(i, tokens, seen)),
         Value::String(s) if is_timestamp(s) => *s = "<time>".into(),
+        Value::String(s) if uids.contains_key(s.as_str()) => {
+            *s = format!("<uid:{}>", uids[s.as_str()]);
+        }
         _ => {}
     }
 }
@@ -282,6 +295,23 @@ mod tests {
         );
         let c = normalise(&transcript(vec![cm("a", "9", "x"), cm("a", "7", "x")]));
         assert_eq!(c.records[0].body["metadata"]["resourceVersion"], "<a@2>");
+    }
+
+    #[test]
+    fn allocated_addresses_and_uids_as_values_are_tokens() {
+        let job = json!({"metadata": {"name": "j", "uid": "u-1", "resourceVersion": "5",
+                                      "labels": {"controller-uid": "u-1"}},
+                         "spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"],
+                                  "ports": [{"nodePort": 30001}]}});
+        let headless = json!({"metadata": {"name": "h", "resourceVersion": "6"},
+                              "spec": {"clusterIP": "None", "clusterIPs": ["None"]}});
+        let t = normalise(&transcript(vec![job, headless]));
+        let (j, h) = (&t.records[0].body, &t.records[1].body);
+        assert_eq!(j["metadata"]["labels"]["controller-uid"], "<uid:j>");
+        assert_eq!(j["spec"]["clusterIP"], "<clusterIP>");
+        assert_eq!(j["spec"]["clusterIPs"], json!(["<clusterIP>"]));
+        assert_eq!(j["spec"]["ports"][0]["nodePort"], "<nodePort>");
+        assert_eq!(h["spec"]["clusterIPs"], json!(["None"]));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{
     error::ConformanceError,
+    scenarios_builtins as builtins,
     session::{Body, Session, Until, rv},
     transcript::{Transcript, brief},
 };
@@ -62,7 +63,7 @@ pub struct Expect {
     pub field: Option<(&'static str, &'static str)>,
 }
 
-const fn code(step: &'static str, code: u16) -> Expect {
+pub(super) const fn code(step: &'static str, code: u16) -> Expect {
     Expect {
         step,
         code,
@@ -70,7 +71,7 @@ const fn code(step: &'static str, code: u16) -> Expect {
     }
 }
 
-const fn field(
+pub(super) const fn field(
     step: &'static str,
     code: u16,
     pointer: &'static str,
@@ -666,6 +667,15 @@ pub static SCENARIOS: &[Scenario] = &[
             code("unknown resource", 404),
         ],
     },
+    builtins::SECRET,
+    builtins::SERVICE_ACCOUNT,
+    builtins::DEPLOYMENT,
+    builtins::STATEFUL_SET,
+    builtins::DAEMON_SET,
+    builtins::JOB,
+    builtins::SERVICE,
+    builtins::POD,
+    builtins::EVENT,
 ];
 
 async fn configmap_crud(s: &mut Session) -> Result<(), ConformanceError> {
