@@ -227,8 +227,9 @@ struct Walk {
     nodes: u64,
     loops: u32,
     old_self: bool,
-    /// Member calls whose target is a path from `self` of a known schema type (unused type
-    /// here: "array" when the target is a list literal).
+    /// Member calls whose target is known to be a list (a list literal), as (type, function):
+    /// `indexOf` and `lastIndexOf` there are Kubernetes' list functions, not the strings
+    /// extension's.
     member_calls: Vec<(String, String)>,
 }
 
@@ -792,6 +793,86 @@ fn failure(path: &str, v: &Value, detail: &str, reason: Option<&'static str>) ->
                 other => format!("Invalid value: {}: {detail}", shown(other)),
             };
             (path.to_string(), "FieldValueInvalid", message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(raw: Value) -> (Schema, Vec<Cause>) {
+        let mut causes = Vec::new();
+        let s = Schema::read(&raw, "s", &mut causes);
+        (s, causes)
+    }
+
+    fn run(s: &Schema, v: Value, old: Option<Value>) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        s.evaluate_rules(&v, old.as_ref(), &mut causes);
+        causes
+    }
+
+    #[test]
+    fn integers_are_ints_and_a_number_nodes_values_doubles() {
+        // With the crate's own serde conversion a JSON `3` is a uint, and `3 + 1` fails.
+        let (s, causes) = read(json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "d": {"type": "number"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.n + 1 == 4 && self.n - 5 == -2"},
+                {"rule": "self.d / 2.0 == 0.5 && type(self.d) == double"}]}));
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(run(&s, json!({"n": 3, "d": 1}), None), []);
+        let failed = run(&s, json!({"n": 4, "d": 1}), None);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].2.contains("failed rule: self.n + 1 == 4"),
+            "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_value_is_ratcheted_unless_the_rule_is_a_transition_rule() {
+        let (s, causes) = read(json!({"type": "object", "properties": {
+            "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3"}]},
+            "b": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}));
+        assert!(causes.is_empty(), "{causes:?}");
+        let old = json!({"a": "long", "b": "x"});
+        // `a` did not change: its failure is dropped on an update, kept on a create.
+        assert_eq!(
+            run(&s, json!({"a": "long", "b": "x"}), Some(old.clone())),
+            []
+        );
+        assert_eq!(run(&s, json!({"a": "long", "b": "x"}), None).len(), 1);
+        let changed = run(&s, json!({"a": "longer", "b": "y"}), Some(old));
+        let fields: Vec<&str> = changed.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(fields, ["a", "b"], "{changed:?}");
+    }
+
+    #[test]
+    fn a_field_path_names_a_property_or_a_key() {
+        let (s, _) = read(json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}}}}));
+        assert_eq!(normalise_field_path(".a.b", &s).as_deref(), Some("a.b"));
+        assert_eq!(normalise_field_path(".m['k']", &s).as_deref(), Some("m[k]"));
+        assert_eq!(normalise_field_path(".a.nope", &s), None);
+        assert_eq!(normalise_field_path("a", &s), None);
+    }
+
+    #[test]
+    fn a_rule_too_deep_too_long_or_too_nested_is_refused() {
+        for (rule, says) in [
+            (format!("{}1", "1 + ".repeat(1_000)), "levels deep"),
+            (
+                format!("{}1{}", "(".repeat(40), ")".repeat(40)),
+                "brackets deep",
+            ),
+            ("1 == ".repeat(2_000), "bytes"),
+        ] {
+            let err = compile(&rule).expect_err("refused");
+            assert!(err.contains(says), "{err}");
         }
     }
 }

@@ -688,6 +688,8 @@ mod tests {
             Just("x-kubernetes-preserve-unknown-fields".to_string()),
             Just("x-kubernetes-embedded-resource".to_string()),
             Just("x-kubernetes-int-or-string".to_string()),
+            Just("x-kubernetes-validations".to_string()),
+            Just("rule".to_string()),
             "[a-z]{1,3}",
         ];
         let leaf = prop_oneof![
@@ -700,7 +702,10 @@ mod tests {
                 Just("string"),
                 Just("integer"),
                 Just("(a"),
-                Just("x")
+                Just("x"),
+                Just("self.a.all(e, e > 0)"),
+                Just("self == oldSelf"),
+                Just("self.size() <")
             ]
             .prop_map(Value::from),
         ];
