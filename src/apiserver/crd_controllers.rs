@@ -30,7 +30,12 @@
 //! - `spec.conversion.strategy: Webhook` is refused (422 FieldValueNotSupported, naming it):
 //!   the server calls no webhooks. Objects of other versions are converted as `None` does:
 //!   only `apiVersion` changes.
-//! - CEL rules (`x-kubernetes-validations`), `allOf`/`anyOf`/`oneOf`/`not`, `multipleOf`,
+//! - CEL rules (`x-kubernetes-validations`) are evaluated with the differences `schema::cel`
+//!   lists (no type-checking, a bound of its own in place of upstream's cost model, the
+//!   functions it has not measured refused by name). An update's rules run once its schema
+//!   passed, so an update failing both gets the schema's causes only (upstream: both); they
+//!   are the storage version's rules.
+//! - `allOf`/`anyOf`/`oneOf`/`not`, `multipleOf`,
 //!   `minProperties`/`maxProperties`, `exclusiveMinimum`/`exclusiveMaximum`, `uniqueItems`
 //!   and a string `format` other than `date-time` (and the formats kube-openapi does not
 //!   check) are refused (422 FieldValueForbidden, naming them), never accepted and ignored.
@@ -40,7 +45,8 @@
 //!   at the edges of either (a Unicode class one of them lacks) may be taken by one and
 //!   refused by the other.
 //! - The `scale` subresource, `additionalPrinterColumns` (no server-side tables),
-//!   `selectableFields` and validation ratcheting are not served; a version's `subresources`
+//!   `selectableFields` and the schema's validation ratcheting are not served (the CEL
+//!   rules' is); a version's `subresources`
 //!   apply as the storage version's declares them.
 //! - The cause for a CRD without exactly one storage version shows the version names, where
 //!   upstream prints the Go structure of the whole list.
@@ -415,31 +421,37 @@ fn serve(st: &mut Storage, crd: &Value, id: Option<usize>) {
     }
 }
 
-/// The finalizer controller on a CRD being deleted.
+/// The finalizer controller on a CRD being deleted: it says so (`InstanceDeletionInProgress`,
+/// a write of its own), deletes the instances, then writes `InstanceDeletionCompleted` and
+/// removes its finalizer; that write deletes the CRD, whose DELETED event carries the CRD as
+/// it was stored before it (etcd's previous value, as upstream's watchers see it).
 fn finalize(st: &mut Storage, crd: Value, id: Option<usize>, now: Timestamp, now_s: &str) {
+    let mut crd = crd;
     if let Some(id) = id {
         serve(st, &crd, Some(id)); // rebuilt as terminating: creates are refused
+        let mut marked = crd.clone();
+        set_condition(
+            &mut marked,
+            "Terminating",
+            "True",
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+            now_s,
+        );
+        if marked != crd
+            && let Ok(s) = st.put(CRDS, marked)
+        {
+            crd = s.value();
+        }
         for (ns, name) in st.keys(id) {
             let _ = st.delete(id, &ns, &name, &Preconditions::default(), now);
         }
         if st.count(id) > 0 {
-            let mut marked = crd.clone();
-            set_condition(
-                &mut marked,
-                "Terminating",
-                "True",
-                "InstanceDeletionInProgress",
-                "CustomResource deletion is in progress",
-                now_s,
-            );
-            if marked != crd {
-                let _ = st.put(CRDS, marked);
-            }
             return;
         }
         st.unregister(id);
     }
-    let mut done = crd;
+    let mut done = crd.clone();
     if let Some(f) = done["metadata"]["finalizers"].as_array_mut() {
         f.retain(|f| f != CLEANUP_FINALIZER);
     }
@@ -457,7 +469,7 @@ fn finalize(st: &mut Storage, crd: Value, id: Option<usize>, now: Timestamp, now
     if held {
         let _ = st.put(CRDS, done);
     } else {
-        let _ = st.remove(CRDS, done);
+        let _ = st.remove(CRDS, crd);
     }
 }
 

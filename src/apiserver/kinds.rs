@@ -377,6 +377,9 @@ impl Kind {
                 ApiError::bad_request(format!("the body is not a valid {}: {e}", self.kind))
             }
         })?;
+        if self.is_crd() {
+            crd::go_numbers(&mut value);
+        }
         validation::dedup_owner_references(&mut value["metadata"]);
         validation::omit_empty_lists(&mut value["metadata"]);
         self.validate(&name, &value, path_name.is_none())?;
@@ -502,6 +505,9 @@ impl Kind {
         }
         if let Decode::Schema(schema) = &self.decode {
             schema.validate(v, "", &mut more);
+            if create {
+                schema.evaluate_rules(v, None, &mut more);
+            }
         }
         if causes.is_empty() && more.is_empty() {
             Ok(())
@@ -592,6 +598,34 @@ impl Kind {
         if self.is("", "ConfigMap") && old["immutable"] == Value::Bool(true) {
             config_map_immutable(new, old, causes);
         }
+    }
+
+    /// A custom resource's CEL rules on an update (of the object or its status), with the
+    /// stored object as `oldSelf` (read as its schema presents it).
+    pub fn validate_rules_update(&self, new: &Value, old: &Value) -> Result<(), ApiError> {
+        let Decode::Schema(schema) = &self.decode else {
+            return Ok(());
+        };
+        if !schema.has_rules() {
+            return Ok(());
+        }
+        let old = self.present_value(old.clone());
+        let mut causes = Vec::new();
+        schema.evaluate_rules(new, Some(&old), &mut causes);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<(&str, &str, String)> = causes
+            .iter()
+            .map(|(f, r, m)| (f.as_str(), *r, m.clone()))
+            .collect();
+        let name = new["metadata"]["name"].as_str().unwrap_or_default();
+        Err(ApiError::invalid_causes(
+            &self.group,
+            &self.kind,
+            name,
+            &all,
+        ))
     }
 
     /// `Canonicalize`: a Namespace's name label matches its name.

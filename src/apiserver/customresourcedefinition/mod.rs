@@ -40,6 +40,29 @@ pub(crate) fn default(v: &mut Value) {
     }
 }
 
+/// A stored CRD's numbers as Go writes them: a schema's `minimum`, `maximum` and
+/// `multipleOf` are float64, which Go's encoder writes without a fraction when they have
+/// none (`10`, where serde writes `10.0`).
+pub(crate) fn go_numbers(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if matches!(k.as_str(), "minimum" | "maximum" | "multipleOf")
+                    && let Some(f) = x.as_f64()
+                    && f.fract() == 0.0
+                    && f.abs() < 1e15
+                {
+                    *x = json!(f as i64);
+                } else {
+                    go_numbers(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(go_numbers),
+        _ => {}
+    }
+}
+
 /// The storage version's name.
 pub(crate) fn storage_version(v: &Value) -> Option<String> {
     v["spec"]["versions"]

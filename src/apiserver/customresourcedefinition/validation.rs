@@ -100,8 +100,21 @@ fn versions(spec: &Value, causes: &mut Vec<Cause>) {
             ),
         ));
     }
+    // Upstream validates the internal version, which holds a schema every version shares
+    // once, as `spec.validation`: its causes name that path.
+    let shared = !versions[0]["schema"]["openAPIV3Schema"].is_null()
+        && versions
+            .windows(2)
+            .all(|w| w[0]["schema"] == w[1]["schema"]);
     for (i, v) in versions.iter().enumerate() {
-        let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        if shared && i > 0 {
+            break;
+        }
+        let path = if shared {
+            "spec.validation.openAPIV3Schema".to_string()
+        } else {
+            format!("spec.versions[{i}].schema.openAPIV3Schema")
+        };
         match v["schema"].get("openAPIV3Schema") {
             Some(raw) if !raw.is_null() => {
                 Schema::read(raw, &path, causes);

@@ -228,6 +228,9 @@ pub(super) async fn list(
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
     if let Some(token) = token {
         meta["continue"] = Value::String(token);
+    } else if k.crd.is_some() {
+        // An unstructured list (a custom resource's) writes its empty continue token.
+        meta["continue"] = Value::String(String::new());
     }
     let head =
         serde_json::json!({"kind": k.list_kind, "apiVersion": k.api_version(), "metadata": meta});

@@ -9,7 +9,8 @@
 //! where the schema is not nullable is dropped), `pkg/apiserver/schema/objectmeta/` (an
 //! embedded resource's `metadata` is coerced to ObjectMeta) and `pkg/apiserver/validation/`
 //! (the 422 causes: `Invalid value: "string": spec.replicas in body must be of type integer:
-//! "string"`, `Required value`, `Unsupported value`).
+//! "string"`, `Required value`, `Unsupported value`), and `pkg/apiserver/schema/cel/` for
+//! the CEL rules of `x-kubernetes-validations` (see `cel`).
 //!
 //! Why hand-written rather than a JSON-Schema crate: upstream's rules are not JSON Schema's.
 //! Pruning and defaulting rewrite the object, `x-kubernetes-*` extensions change what a type
@@ -23,7 +24,10 @@
 //! 2. Applying a schema never fails half-way: pruning and defaulting rewrite a copy, and the
 //!    causes are collected over the whole object, in upstream's order within each object.
 
+pub(crate) mod cel;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -63,6 +67,8 @@ pub(crate) struct Schema {
     pub list_map_keys: Vec<String>,
     /// `format: date-time` on a string: an RFC 3339 time.
     pub date_time: bool,
+    /// `x-kubernetes-validations`, compiled.
+    pub rules: Vec<Arc<cel::Rule>>,
 }
 
 /// Schema keywords this server does not evaluate yet: a schema that uses one is refused
@@ -100,13 +106,20 @@ pub(crate) type Cause = (String, &'static str, String);
 struct Reader<'a> {
     causes: &'a mut Vec<Cause>,
     nodes: usize,
+    /// The node being read correlates with an old value on an update (it is not under a
+    /// list other than a `map` list).
+    correlatable: bool,
 }
 
 impl Schema {
     /// Reads `raw` (an `openAPIV3Schema`, as stored) at `path`, checking what makes it
     /// structural and what this server evaluates; the causes name fields under `path`.
     pub fn read(raw: &Value, path: &str, causes: &mut Vec<Cause>) -> Schema {
-        let mut r = Reader { causes, nodes: 0 };
+        let mut r = Reader {
+            causes,
+            nodes: 0,
+            correlatable: true,
+        };
         let s = r.node(raw, path, 0, Context::Root);
         if s.ty.is_empty() && !s.preserve_unknown {
             r.causes.push((
@@ -182,16 +195,6 @@ impl Reader<'_> {
                 .collect()
         };
         s.required = strings("required");
-        if m.get("x-kubernetes-validations")
-            .and_then(Value::as_array)
-            .is_some_and(|v| !v.is_empty())
-        {
-            self.push(
-                format!("{path}.x-kubernetes-validations"),
-                "FieldValueForbidden",
-                "Forbidden: this embedded server does not evaluate CEL validation rules (x-kubernetes-validations) yet",
-            );
-        }
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
             match regex::RegexBuilder::new(p)
                 .size_limit(MAX_PATTERN_BYTES)
@@ -339,8 +342,19 @@ impl Reader<'_> {
             _ => {}
         }
         if let Some(items) = m.get("items") {
+            let was = self.correlatable;
+            self.correlatable = was && s.list_type.as_deref() == Some("map");
             let child = self.node(items, &format!("{path}.items"), depth + 1, Context::Items);
+            self.correlatable = was;
             s.items = Some(Box::new(child));
+        }
+        // The rules last: a `fieldPath` names the node's properties.
+        let rules = m.get("x-kubernetes-validations").and_then(Value::as_array);
+        for (i, raw) in rules.into_iter().flatten().enumerate() {
+            let at = format!("{path}.x-kubernetes-validations[{i}]");
+            if let Some(rule) = cel::Rule::read(raw, &at, &s, self.correlatable, self.causes) {
+                s.rules.push(Arc::new(rule));
+            }
         }
         s
     }
@@ -674,6 +688,8 @@ mod tests {
             Just("x-kubernetes-preserve-unknown-fields".to_string()),
             Just("x-kubernetes-embedded-resource".to_string()),
             Just("x-kubernetes-int-or-string".to_string()),
+            Just("x-kubernetes-validations".to_string()),
+            Just("rule".to_string()),
             "[a-z]{1,3}",
         ];
         let leaf = prop_oneof![
@@ -686,7 +702,10 @@ mod tests {
                 Just("string"),
                 Just("integer"),
                 Just("(a"),
-                Just("x")
+                Just("x"),
+                Just("self.a.all(e, e > 0)"),
+                Just("self == oldSelf"),
+                Just("self.size() <")
             ]
             .prop_map(Value::from),
         ];
@@ -794,8 +813,9 @@ mod tests {
         }
         let (_, causes) = read(deep);
         assert!(causes[0].2.contains("levels deep"), "{causes:?}");
-        let (_, causes) =
-            read(json!({"type": "object", "x-kubernetes-validations": [{"rule": "true"}]}));
-        assert!(causes[0].2.contains("CEL"), "{causes:?}");
+        let (_, causes) = read(
+            json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.isSorted()"}]}),
+        );
+        assert!(causes[0].2.contains("\"isSorted\""), "{causes:?}");
     }
 }

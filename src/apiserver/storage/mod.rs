@@ -716,6 +716,7 @@ impl Storage {
                 obj["metadata"]["generation"] = json!(g.saturating_add(1));
             }
         }
+        k.validate_rules_update(&obj, &cur_v)?;
         obj["metadata"]["resourceVersion"] = Value::String(cur.rv.to_string());
         if obj == cur_v {
             return Ok(cur); // keeps I4

@@ -264,6 +264,59 @@ pub static KNOWN: &[Difference] = &[
         fix: "answer each as upstream",
     },
     Difference {
+        what: "an unserved version answers a Status",
+        scenarios: &["crd_versions", "crd_delete"],
+        steps: &["get at v2alpha1", "get at v1beta1 after", "list after"],
+        paths: &["(kind)"],
+        server: None,
+        embedded: "404 with a NotFound Status (\"the server does not serve a resource at …\")",
+        real: "404 with the text `404 page not found`: no handler serves the group and version",
+        reason: "the embedded router answers every unknown path from one fallback",
+        fix: "answer a path under a group and version nothing serves as the mux does, in text",
+    },
+    Difference {
+        what: "CEL rules are not type-checked",
+        scenarios: &["crd_cel"],
+        steps: &["a CRD whose rule names an unknown field"],
+        paths: &["(code)"],
+        server: None,
+        embedded: "201: the rule is parsed, not checked against the schema's types; it fails \
+                   when evaluated (422, `no such key … evaluating rule`)",
+        real: "422: `compilation failed: ERROR: <input>:1:5: undefined field 'nope'`",
+        reason: "the cel crate has no type checker; cel-go checks each rule against the \
+                 schema's declared types when the CRD is written",
+        fix: "check a rule's field selections and operand types against the schema before \
+              accepting it",
+    },
+    Difference {
+        what: "Kubernetes' CEL library functions are refused",
+        scenarios: &["crd_cel"],
+        steps: &["a CRD whose rule calls isSorted"],
+        paths: &["(code)"],
+        server: None,
+        embedded: "422 naming the function (`isSorted`): only the standard library and the \
+                   strings extension, measured to evaluate as cel-go does, are accepted",
+        real: "201: the rule is compiled with Kubernetes' libraries (lists, regex, urls, \
+               quantity, ip, cidr, format, semver, sets)",
+        reason: "the cel crate lacks them; a rule is never evaluated differently from upstream",
+        fix: "implement the libraries one by one, each held to cel-go's answers",
+    },
+    Difference {
+        what: "upstream's CEL cost estimate is not followed",
+        scenarios: &["crd_cel"],
+        steps: &["a CRD whose messageExpression may cost too much"],
+        paths: &["(code)"],
+        server: None,
+        embedded: "201: every rule is accepted; before each evaluation its work is bounded by \
+                   the size of the values it sees, and a request past the bound is 422",
+        real: "422 Forbidden: `estimated messageExpression cost exceeds budget by factor of \
+               more than 100x` (a string of unbounded length built from `string(self.max)`)",
+        reason: "upstream estimates each rule's worst cost from the schema's maxItems, \
+                 maxLength and maxProperties when the CRD is written; the cel crate has no \
+                 cost model",
+        fix: "port cel-go's cost estimator and Kubernetes' size estimates",
+    },
+    Difference {
         what: "empty fields written out",
         scenarios: &[],
         steps: &[],

@@ -36,6 +36,7 @@ pub mod setup;
 
 mod error;
 mod findings;
+mod scenarios_crds;
 mod session;
 mod suite;
 mod transcript;

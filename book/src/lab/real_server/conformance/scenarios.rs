@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::{
     error::ConformanceError,
-    scenarios_builtins as builtins,
+    scenarios_builtins as builtins, scenarios_crds,
     session::{Body, Session, Until, rv},
     transcript::{Transcript, brief},
 };
@@ -676,6 +676,212 @@ pub static SCENARIOS: &[Scenario] = &[
     builtins::SERVICE,
     builtins::POD,
     builtins::EVENT,
+    Scenario {
+        name: "crd_schema",
+        on: On::Both,
+        what: "a CRD's schema: defaults, pruning, preserved fields, int-or-string, and the \
+               causes of an enum, a pattern, bounds, a type and required fields",
+        run: |s| Box::pin(scenarios_crds::crd_schema(s)),
+        expect: &[
+            code("create the CRD", 201),
+            field(
+                "established",
+                200,
+                "/status/acceptedNames/kind",
+                "\"Gadget\"",
+            ),
+            field("create", 201, "/spec/replicas", "1"),
+            field("create", 201, "/spec/mode", "\"Fast\""),
+            field("create", 201, "/spec/free/any/x", "1"),
+            field("create", 201, "/spec/port", "\"80%\""),
+            field("pruned", 0, "", "[null,null]"),
+            field("create failing the schema", 0, "/code", "422"),
+            field(
+                "create failing the schema",
+                0,
+                "/causes/0/reason",
+                "\"FieldValueNotSupported\"",
+            ),
+            field(
+                "create failing the schema",
+                0,
+                "/causes/2/reason",
+                "\"FieldValueTypeInvalid\"",
+            ),
+            field(
+                "create failing the schema",
+                0,
+                "/causes/4/reason",
+                "\"FieldValueTooMany\"",
+            ),
+            field(
+                "create of the wrong type",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueTypeInvalid\"",
+            ),
+            field(
+                "create without required fields",
+                422,
+                "/details/causes/0/field",
+                "\"spec\"",
+            ),
+            field(
+                "create with an empty spec",
+                422,
+                "/details/causes/0/field",
+                "\"spec.name\"",
+            ),
+            field(
+                "create with a long name",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueTooLong\"",
+            ),
+        ],
+    },
+    Scenario {
+        name: "crd_status",
+        on: On::Both,
+        what: "a CRD's status subresource: /status writes only status, generation moves on \
+               spec changes only",
+        run: |s| Box::pin(scenarios_crds::crd_status(s)),
+        expect: &[
+            field("status write", 200, "/spec/replicas", "1"),
+            field("status write", 200, "/status/ready", "1"),
+            field("status write", 200, "/metadata/generation", "1"),
+            field(
+                "status through the main endpoint",
+                200,
+                "/status/ready",
+                "1",
+            ),
+            field("label write", 200, "/metadata/generation", "1"),
+            field("spec write", 200, "/metadata/generation", "2"),
+            field("status patch", 200, "/status/ready", "2"),
+            field(
+                "status patch failing the schema",
+                422,
+                "/details/causes/0/field",
+                "\"status.ready\"",
+            ),
+        ],
+    },
+    Scenario {
+        name: "crd_versions",
+        on: On::Both,
+        what: "a CRD's versions: served or not, stored at one, read at another; a version \
+               no longer served",
+        run: |s| Box::pin(scenarios_crds::crd_versions(s)),
+        expect: &[
+            field(
+                "discovery of the group",
+                200,
+                "/preferredVersion/version",
+                "\"v1\"",
+            ),
+            field(
+                "discovery of the group",
+                200,
+                "/versions/1/version",
+                "\"v1beta1\"",
+            ),
+            code("create at v1beta1", 201),
+            field("versions read", 0, "", r#"["v1beta1","v1","v1beta1"]"#),
+            code("get at v2alpha1", 404),
+            field(
+                "create with the wrong apiVersion",
+                400,
+                "/reason",
+                "\"BadRequest\"",
+            ),
+            field("stop serving v1beta1", 200, "/metadata/generation", "2"),
+            code("get at v1beta1 after", 404),
+            code("get at v1 after", 200),
+        ],
+    },
+    Scenario {
+        name: "crd_delete",
+        on: On::Both,
+        what: "deleting a CRD deletes its objects, then itself; its resource is gone",
+        run: |s| Box::pin(scenarios_crds::crd_delete(s)),
+        expect: &[
+            field(
+                "delete the CRD",
+                200,
+                "/metadata/finalizers",
+                r#"["customresourcecleanup.apiextensions.k8s.io"]"#,
+            ),
+            field("marked", 0, "/0", "true"),
+            field("the CRD goes", 200, "/0/type", "\"DELETED\""),
+            field(
+                "the CRD goes",
+                200,
+                "/0/object/status/conditions/2/reason",
+                "\"InstanceDeletionInProgress\"",
+            ),
+            code("list after", 404),
+            field("get the CRD after", 404, "/reason", "\"NotFound\""),
+            field("list after creating it again", 200, "/items", "[]"),
+        ],
+    },
+    Scenario {
+        name: "crd_cel",
+        on: On::Both,
+        what: "a CRD's CEL rules: objects that pass and fail, a transition rule, a blocking \
+               schema error, and CRDs refused for their rules",
+        run: |s| Box::pin(scenarios_crds::crd_cel(s)),
+        expect: &[
+            field("create passing", 201, "/spec/ratio", "2"),
+            field("create failing the rules", 0, "/code", "422"),
+            field(
+                "create failing the rules",
+                0,
+                "/causes/0/message",
+                "\"Invalid value: min must not exceed max\"",
+            ),
+            field(
+                "create failing the rules",
+                0,
+                "/causes/1/message",
+                "\"Forbidden: max is too high\"",
+            ),
+            field(
+                "create failing the rules",
+                0,
+                "/causes/4/message",
+                "\"Invalid value: 2.5: failed rule: self / 2.0 <= 1.0\"",
+            ),
+            field(
+                "change the immutable mode",
+                422,
+                "/details/causes/0/message",
+                r#""Invalid value: \"cd\": mode is immutable""#,
+            ),
+            field("change another field", 200, "/spec/max", "6"),
+            code("status write", 200),
+            field(
+                "create with a type error",
+                422,
+                "/details/causes/1/field",
+                "\"<nil>\"",
+            ),
+            field(
+                "a CRD whose rule does not compile",
+                422,
+                "/details/causes/0/field",
+                r#""spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule""#,
+            ),
+            code("a CRD whose rule names an unknown field", 422),
+            code("a CRD whose rule calls isSorted", 201),
+            field(
+                "a CRD whose messageExpression may cost too much",
+                422,
+                "/details/causes/0/reason",
+                "\"FieldValueForbidden\"",
+            ),
+        ],
+    },
 ];
 
 async fn configmap_crud(s: &mut Session) -> Result<(), ConformanceError> {

@@ -179,6 +179,14 @@ impl Session {
         Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
+    /// The status code of a GET of `path`, recording nothing (a step that waits for a
+    /// server to settle).
+    pub async fn code_of(&mut self, step: &str, path: &str) -> Result<u16, ConformanceError> {
+        let url = self.url(path);
+        let resp = self.send(step, http::Method::GET, &url, None).await?;
+        Ok(resp.status().as_u16())
+    }
+
     /// GET.
     pub async fn get(&mut self, step: &str, path: &str) -> Result<Value, ConformanceError> {
         self.call(step, http::Method::GET, path, None).await
