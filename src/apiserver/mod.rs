@@ -127,7 +127,8 @@
 //! - The kinds served are a registry (`registry`) filled at start with the built-in kinds and
 //!   then by each established CustomResourceDefinition (`customresourcedefinition`,
 //!   `crd_controllers`, `schema`): their docs list what a CRD can and cannot ask for. A
-//!   conversion webhook and CEL validation rules are refused with 422, naming them.
+//!   conversion webhook is refused with 422, naming it; CEL validation rules are evaluated
+//!   (`schema`), and a rule calling one of Kubernetes' own CEL functions is refused by name.
 //! - Namespaces are objects (`default`, `kube-system`, `kube-public`, `kube-node-lease` exist
 //!   at start, part of the initial state at the first revision); a create into a missing
 //!   namespace is 404 and into a terminating one 403, as the namespace lifecycle admission
