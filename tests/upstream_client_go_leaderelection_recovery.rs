@@ -168,7 +168,7 @@ struct Running {
     new_leaders: Arc<Mutex<Vec<String>>>,
 }
 
-fn config(recovery: Option<Option<Duration>>, release_on_cancel: bool) -> LeaderElectionConfig {
+fn config(recovery: Recovery, release_on_cancel: bool) -> LeaderElectionConfig {
     LeaderElectionConfig {
         lease_duration: LEASE,
         renew_deadline: RENEW_DEADLINE,
@@ -181,7 +181,7 @@ fn config(recovery: Option<Option<Duration>>, release_on_cancel: bool) -> Leader
 }
 
 impl Running {
-    async fn start(recovery: Option<Option<Duration>>, release_on_cancel: bool) -> Running {
+    async fn start(recovery: Recovery, release_on_cancel: bool) -> Running {
         let h = Harness::new();
         let started = Arc::new(Mutex::new(None));
         let stopped = Arc::new(AtomicUsize::new(0));
@@ -383,6 +383,9 @@ async fn recovery_reopens_gate_after_transient_failure() {
     assert_eq!(r.events(), events(&want));
 }
 
+/// `LeaderElectionConfig::recovery`: `None`, or `Some` of an optional deadline.
+type Recovery = Option<Option<Duration>>;
+
 /// How a `TestRecoveryEnds` case ends the outage.
 #[derive(Clone, Copy)]
 enum During {
@@ -404,7 +407,7 @@ enum During {
 async fn recovery_ends() {
     let second = Duration::from_secs(1);
     #[rustfmt::skip]
-    let cases: [(&str, Option<Option<Duration>>, During, bool, Duration, Option<Duration>, bool); 8] = [
+    let cases = [
         // name, recovery, during, while leading, at least, less than, release on cancel
         ("another holder takes the lease while leading", Some(None), During::GiveToOther, true, Duration::ZERO, Some(RENEW_DEADLINE), false),
         ("lease is deleted while leading", Some(None), During::Delete, true, Duration::ZERO, Some(RENEW_DEADLINE), false),

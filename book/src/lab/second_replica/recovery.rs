@@ -7,13 +7,9 @@
 //! is played by the embedded server; no line depends on what they do differently.
 
 use std::convert::Infallible;
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicU64, Ordering},
-};
+use std::sync::{Arc, atomic::Ordering};
 use std::time::Duration;
 
-use controlloop::apiserver::{Cluster, ServerOptions};
 use controlloop::leaderelection::{
     LeaderCallbacks, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock,
 };
@@ -24,7 +20,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tower::{ServiceExt, service_fn};
 
-use super::outage::{elector, lease, let_run, run};
+use super::outage::{cut_off_cluster, elector, lease, let_run, run};
 use crate::kit::{moved::ClientGo, snap};
 use crate::lab::rig;
 
@@ -60,12 +56,7 @@ pub fn leader_election_recovery(recovery: bool) -> String {
 }
 
 async fn recovery_run(recovery: bool, with_b: bool) -> String {
-    let cluster = Cluster::new(ServerOptions::default());
-    let client = cluster.in_process_client();
-    let (cut, a_stopped) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicU64::new(0)),
-    );
+    let (cluster, client, cut, a_stopped) = cut_off_cluster();
     let config = LeaderElectionConfig {
         client_go_minor: 38,
         ..LeaderElectionConfig::default() // a 15 s lease
