@@ -79,7 +79,9 @@ pub struct ServerOptions {
     /// (default: kube-apiserver v1.37.2, the release the conformance suite holds the server
     /// to) or 38 (kubernetes v1.38.0-beta.0, not yet released, so not held to a real server):
     /// from 38, the `Status` that answers a delete carries `metadata.resourceVersion`, the
-    /// delete's revision (the current one for a dry run).
+    /// delete's revision (the current one for a dry run), and an update or patch that removes
+    /// the last finalizer of an object being deleted, so deletes it, answers the object at the
+    /// delete's revision (1.37: at the revision it was read at).
     pub kube_apiserver_minor: u32,
 }
 
