@@ -17,8 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lock::ResourceLock;
 use super::record::LeaderElectionRecord;
-use super::recovery::Renewal;
-use super::state::{Decision, Observed};
+use super::state::{Decision, Observed, Renewal};
 use super::write_gate::Gate;
 use tower_service::Service;
 

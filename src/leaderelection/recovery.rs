@@ -32,17 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::elector::LeaderElector;
 use super::lock::ResourceLock;
-
-/// What one attempt to renew came to (`tryRecover`'s `renewed, lost`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Renewal {
-    /// The lease was renewed.
-    Renewed,
-    /// No renewal: the request failed, or the poll's time ran out.
-    Failed,
-    /// The lease is another's, or gone: recovery must stop.
-    Lost,
-}
+use super::state::Renewal;
 
 impl<L: ResourceLock> LeaderElector<L> {
     /// The renew loop under `Recovery` (`renewWithRecovery`): as the renew loop, but a poll

@@ -21,6 +21,17 @@ pub(crate) enum Decision {
     },
 }
 
+/// What one attempt to renew came to (`tryRecover`'s `renewed, lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The lease was renewed.
+    Renewed,
+    /// No renewal: the request failed, or the poll's time ran out.
+    Failed,
+    /// The lease is another's, or gone: recovery must stop (only under `Recovery`).
+    Lost,
+}
+
 /// The observed state (`observedRecord`, `observedRawRecord`, `observedTime`,
 /// `reportedLeader`).
 #[derive(Debug, Clone)]
