@@ -299,6 +299,65 @@ async fn widget_generation_moves_with_the_spec_and_never_with_status() {
     assert_eq!(w.status.unwrap().observed_generation, Some(2));
 }
 
+/// kube-apiserver 1.38 (kubernetes v1.38.0-beta.0, apiserver `registry/generic/registry/
+/// store.go`, `finalizeDelete`) puts the deleted object's resourceVersion, as storage returns
+/// it, into the `Status` that answers a delete: the delete's revision, or for a dry run the
+/// object's current one; 1.37 leaves `metadata` empty. And an update that deletes (the last
+/// finalizer removed) answers the object at the delete's revision, where 1.37 answers it at
+/// the revision it was read at. The server follows the minor it is given
+/// (`ServerOptions::kube_apiserver_minor`, 37 by default).
+#[tokio::test]
+async fn deletes_answer_at_the_delete_revision_from_1_38() {
+    use controlloop::apiserver::{Cluster, ServerOptions};
+    for (minor, want_rv) in [(37, false), (38, true)] {
+        let options = ServerOptions {
+            kube_apiserver_minor: minor,
+            ..ServerOptions::default()
+        };
+        let cluster = Cluster::new(options);
+        let api: Api<ConfigMap> = Api::namespaced(cluster.in_process_client(), "default");
+        let created = create(&api, &cm("plain", &[], "1")).await;
+        let created_rv = created.metadata.resource_version.unwrap();
+        let status_rv = async |params: &DeleteParams| {
+            let answer = api.delete("plain", params).await.unwrap();
+            let status = answer.right().expect("a Status, not the ConfigMap");
+            status.metadata.and_then(|m| m.resource_version)
+        };
+        let dry = DeleteParams {
+            dry_run: true,
+            ..DeleteParams::default()
+        };
+        let dry_rv = status_rv(&dry).await;
+        let gone_rv = status_rv(&DeleteParams::default()).await;
+        let deleted_at = cluster.resource_version().to_string(); // the delete's revision
+        assert_ne!(created_rv, deleted_at);
+        if want_rv {
+            assert_eq!(dry_rv, Some(created_rv), "1.{minor}: a dry run's");
+            assert_eq!(gone_rv, Some(deleted_at), "1.{minor}: the delete's");
+        } else {
+            assert_eq!((dry_rv, gone_rv), (None, None), "1.{minor}");
+        }
+
+        // A patch removing the last finalizer of an object being deleted deletes it
+        // (`deleteWithoutFinalizers`); 1.38 answers the object at the delete's revision, 1.37
+        // at the one it was read at.
+        let mut held = cm("held", &[], "1");
+        held.metadata.finalizers = Some(vec!["lab.controlloop.dev/hold".into()]);
+        create(&api, &held).await;
+        api.delete("held", &DeleteParams::default()).await.unwrap();
+        let marked_rv = api.get("held").await.unwrap().metadata.resource_version;
+        let release = json!({"metadata": {"finalizers": null}});
+        let (params, release) = (PatchParams::default(), Patch::Merge(release));
+        let patched = api.patch("held", &params, &release).await.unwrap();
+        let answered_rv = patched.metadata.resource_version;
+        assert!(api.get_opt("held").await.unwrap().is_none(), "deleted");
+        let deleted_at = Some(cluster.resource_version().to_string());
+        assert_ne!(marked_rv, deleted_at);
+        let want = if want_rv { deleted_at } else { marked_rv };
+        assert_eq!(answered_rv, want, "1.{minor}: the deleting patch's answer");
+    }
+}
+
 #[tokio::test]
 async fn delete_removes_at_once_unless_finalizers_hold_the_object() {
     let server = server().await;

@@ -369,6 +369,35 @@ async fn release_reads_first_and_retries_on_conflict() {
     assert_eq!(le.get_leader(), "");
 }
 
+/// `TestReleaseDoesNotClearAnotherHolder` (v0.38.0-beta.0's `leaderelection_test.go`): with a
+/// stale observation naming this elector, a release at client-go 1.38 reads the Lease, finds
+/// another holder, reports success and writes nothing. At 1.37 the same release empties the
+/// other holder's Lease (the v0.37.2 behaviour the v0.38 test guards against).
+#[tokio::test(start_paused = true)]
+async fn release_does_not_clear_another_holder() {
+    for (minor, want_ops) in [(38, &["get"][..]), (37, &["get", "update"])] {
+        let lock = Script::lock(Some(record("other", 10)), |verb, _, stored| match verb {
+            "get" => get_stored(stored),
+            _ => React::Answer(Ok(())),
+        });
+        let config = LeaderElectionConfig {
+            client_go_minor: minor,
+            ..table_config()
+        };
+        let callbacks = LeaderCallbacks::new(|_| async {}, || {});
+        let le = LeaderElector::new(config, lock.clone(), callbacks).unwrap();
+        le.observe(record("baz", 0), Some(Instant::now())); // the stale cache
+        assert!(le.release().await, "1.{minor}: release reports success");
+        assert_eq!(lock.ops(), want_ops, "1.{minor}");
+        let holder = lock.stored.lock().as_ref().unwrap().holder_identity.clone();
+        let want_holder = if minor == 38 { "other" } else { "" };
+        assert_eq!(
+            holder, want_holder,
+            "1.{minor}: the Lease's holder after the release"
+        );
+    }
+}
+
 /// `TestReleaseOnCancellation_Leases`, both cases: the context is cancelled while a renewal's
 /// update (or get) is in flight; with `release_on_cancel`, the elector then tries to release,
 /// and records "became leader" then "stopped leading". In the update case the release reads

@@ -995,3 +995,29 @@ fn ch13_batches_at_1_37_fail_the_v0_38_recording() {
         lines(&batch_boundaries(37)),
     );
 }
+
+/// Chapter 15's `Recovery` run at 1.38, against the v0.38.0-beta.0 recording: the gate closes
+/// at the renew deadline while the run goes on; alone, the leader recovers the Lease and leads
+/// again; beside b, it gives up when it sees b's holder.
+#[test]
+fn ch15_recovery_at_1_38() {
+    use controlloop_book::lab::second_replica::leader_election_recovery;
+    compare(
+        "client_go_v0.38_leader_election_recovery",
+        lines(&leader_election_recovery(true)),
+    );
+}
+
+/// Recovery is what the comparison holds: the same run without it fails the recording where
+/// the run ends at the renew deadline instead of going on.
+#[test]
+#[should_panic(
+    expected = r#"+  17s: holder "a", leaseDurationSeconds 15, leaseTransitions 0; a leads true, OnStoppedLeading 1, Run returned true"#
+)]
+fn ch15_recovery_run_without_recovery_fails_the_recording() {
+    use controlloop_book::lab::second_replica::leader_election_recovery;
+    compare(
+        "client_go_v0.38_leader_election_recovery",
+        lines(&leader_election_recovery(false)),
+    );
+}

@@ -109,6 +109,7 @@ impl Cluster {
             history_bytes: options.history_bytes,
             max_object_bytes: options.max_object_bytes,
             max_storage_bytes: options.max_storage_bytes,
+            kube_apiserver_minor: options.kube_apiserver_minor,
         };
         let epoch = options.epoch.unwrap_or_else(Timestamp::now);
         let mut storage = Storage::new(limits, first);

@@ -7,6 +7,10 @@
 //! `server/secure_serving.go` (`ReadHeaderTimeout` 32 s) and etcd's server defaults
 //! (`--max-request-bytes` 1.5 MiB, `--quota-backend-bytes` 2 GiB).
 //!
+//! Where kube-apiserver 1.38 answers differently, [`ServerOptions::kube_apiserver_minor`]
+//! chooses (kubernetes v1.38.0-beta.0, `staging/src/k8s.io/apiserver/pkg/registry/generic/
+//! registry/store.go`, `finalizeDelete`); 1.37 is the default.
+//!
 //! # Differences from upstream
 //! - The state is in memory only: stopping the server loses it. So that no client can resume
 //!   a watch across a restart from a revision this run never served, a server on a socket
@@ -71,6 +75,14 @@ pub struct ServerOptions {
     /// [`Cluster::new`](super::Cluster::new), as in a fresh etcd, and for a server on a socket
     /// a revision above any an earlier run could have issued (see the module docs).
     pub first_revision: Option<u64>,
+    /// The kube-apiserver minor whose answers the server gives where 1.37 and 1.38 differ: 37
+    /// (default: kube-apiserver v1.37.2, the release the conformance suite holds the server
+    /// to) or 38 (kubernetes v1.38.0-beta.0, not yet released, so not held to a real server):
+    /// from 38, the `Status` that answers a delete carries `metadata.resourceVersion`, the
+    /// delete's revision (the current one for a dry run), and an update or patch that removes
+    /// the last finalizer of an object being deleted, so deletes it, answers the object at the
+    /// delete's revision (1.37: at the revision it was read at).
+    pub kube_apiserver_minor: u32,
 }
 
 impl Default for ServerOptions {
@@ -93,6 +105,7 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(60),
             epoch: None,
             first_revision: None,
+            kube_apiserver_minor: 37,
         }
     }
 }

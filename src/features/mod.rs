@@ -80,14 +80,18 @@
 //! 11. `tryRelease` also checks the holder it has just read, and leaves a Lease another
 //!     elector holds. Modelled: [`LeaderElectionConfig::client_go_minor`]. Recorded:
 //!     `leader_election_release_after_outage`.
-//! 12. `Recovery` (alpha): a leader past its renew deadline keeps trying to renew instead
-//!     of ending `Run`, `OnStoppedLeading` once per loss, a health check for it, new config
-//!     checks. Not modelled (recorded: `leader_election_recovery`, not compared).
+//! 12. `Recovery` (alpha): a leader past its renew deadline closes its write gate, calls
+//!     `OnStoppedLeading` and keeps trying to renew the lease it held instead of ending
+//!     `Run` (leading again if it can; ending when the lease changed hands, is gone, or an
+//!     optional deadline passes), `OnStoppedLeading` once per loss, a health check counting
+//!     from the last attempt, new config checks. Modelled:
+//!     [`LeaderElectionConfig::recovery`], at 1.38 only (refused before). Recorded:
+//!     `leader_election_recovery`, compared with the port at 1.38.
 //! 13. The write gate (`WriteGate()`): writes refused while not leading, a write in flight
 //!     when leading stops abandoned. Modelled on every minor (a new method, inert unless
-//!     used): [`LeaderElector::write_gate`], without `Recovery` (12), so it closes when `Run`
-//!     ends its leadership. Recorded: `leader_election_recovery` probes it, under `Recovery`
-//!     only (not compared).
+//!     used): [`LeaderElector::write_gate`]; without `Recovery` (12) it closes when `Run`
+//!     ends its leadership, with it as soon as a renewal fails for the renew deadline.
+//!     Recorded: `leader_election_recovery` probes it, under `Recovery`.
 //!
 //! `tools/leaderelection/leasecandidate.go`
 //! 14. `NewCandidate` checks its arguments. Not modelled: the port has no lease candidate.
@@ -118,6 +122,7 @@
 //! [`Queue::resume`]: crate::workqueue::Queue::resume
 //! [`LeaderElectionConfig::client_go_minor`]: crate::leaderelection::LeaderElectionConfig::client_go_minor
 //! [`LeaderElector::write_gate`]: crate::leaderelection::LeaderElector::write_gate
+//! [`LeaderElectionConfig::recovery`]: crate::leaderelection::LeaderElectionConfig::recovery
 
 use std::{collections::BTreeMap, fmt};
 

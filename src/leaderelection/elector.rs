@@ -1,10 +1,12 @@
 //! The elector's async shell (kubernetes/client-go v0.37.2 `tools/leaderelection/leaderelection.go`):
-//! the acquire loop, the renew loop, the release, and the callbacks. Every decision is made by
-//! the core in `state`; this file only makes requests and waits.
+//! the acquire loop, the renew loop, the release, and the callbacks; v0.38.0-beta.0's renew
+//! loop under `Recovery` is in `recovery`. Every decision is made by the core in `state`; this
+//! file only makes requests and waits.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -15,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lock::ResourceLock;
 use super::record::LeaderElectionRecord;
-use super::state::{Decision, Observed};
+use super::state::{Decision, Observed, Renewal};
 use super::write_gate::Gate;
 use tower_service::Service;
 
@@ -47,6 +49,20 @@ pub enum LeaderElectionError {
     /// returns it inside `kube::Error::Service`.
     #[error("not leading: the write gate refuses writes")]
     WriteGateClosed,
+    /// [`LeaderElectionConfig::recovery`]'s deadline is under one second.
+    #[error("recoveryDeadline must be at least one second")]
+    RecoveryDeadlineTooShort,
+    /// [`LeaderElectionConfig::recovery`] with `coordinated`, which upstream refuses.
+    #[error("recovery is not supported with coordinated leader election")]
+    RecoveryWithCoordinated,
+    /// [`LeaderElectionConfig::recovery`] at a `client_go_minor` before 38, which has no
+    /// `Recovery` (this port's check; upstream's v0.37 config has no such field).
+    #[error("recovery needs client-go 1.38 (client_go_minor 38)")]
+    RecoveryBefore38,
+    /// [`LeaderElector::check`] under `Recovery`: the leader has made no attempt to renew for
+    /// longer than its lease and the tolerance; its election loop has stopped.
+    #[error("stopped attempting to renew leadership on lease {0}")]
+    StoppedAttempting(String),
 }
 
 /// How long a lease lasts, how long its holder keeps trying to renew it, how often everyone
@@ -80,10 +96,19 @@ pub struct LeaderElectionConfig {
     /// From 38, a release also checks the holder it has just read, and leaves a Lease that
     /// another elector holds (on 37 it checks only the record it last observed, so after an
     /// outage it can empty the new holder's Lease). v0.38's write gate is
-    /// [`LeaderElector::write_gate`], on every minor; its `Recovery` is not ported.
+    /// [`LeaderElector::write_gate`], on every minor; its `Recovery` is `recovery`, from 38.
     ///
     /// [`FeatureGates::at_minor`]: crate::features::FeatureGates::at_minor
     pub client_go_minor: u32,
+    /// `Recovery` (client-go v0.38.0-beta.0, alpha): what a leader does when a renewal has
+    /// failed for `renew_deadline`. `None` (default): its run ends, as on every release.
+    /// `Some(deadline)`: it closes its write gate and calls `on_stopped_leading`, but its run
+    /// goes on, renewing at every retry period the lease it held (never acquiring it again),
+    /// and it leads again, gate open, if a renewal succeeds; the run ends when it sees another
+    /// holder or no Lease, or when `deadline` (`Some`, at least one second) has passed since
+    /// the recovery began. The leading token is cancelled only when the run ends. Needs
+    /// `client_go_minor` 38 and not `coordinated`.
+    pub recovery: Option<Option<Duration>>,
 }
 
 impl Default for LeaderElectionConfig {
@@ -100,6 +125,7 @@ impl Default for LeaderElectionConfig {
             seed: None,
             wall_clock: None,
             client_go_minor: 37,
+            recovery: None,
         }
     }
 }
@@ -128,8 +154,10 @@ impl std::fmt::Debug for LeaderCallbacks {
 
 impl LeaderCallbacks {
     /// `on_started_leading` runs in a task of its own once the lease is acquired; its token
-    /// is cancelled when leadership ends, before `on_stopped_leading` is called.
-    /// `on_stopped_leading` is called once when `run` ends, whether or not it ever led.
+    /// is cancelled when the run ends, before `on_stopped_leading` is called.
+    /// `on_stopped_leading` is called once when `run` ends, whether or not it ever led; under
+    /// [`LeaderElectionConfig::recovery`], each time the elector stops leading instead, and
+    /// not again when the run ends if it already was for the loss that ended it.
     pub fn new<F, Fut>(
         on_started_leading: F,
         on_stopped_leading: impl Fn() + Send + Sync + 'static,
@@ -155,13 +183,13 @@ impl LeaderCallbacks {
 
 /// A wall clock that reads `start` when built and moves with tokio's clock after that.
 #[derive(Debug, Clone, Copy)]
-struct Clock {
+pub(super) struct Clock {
     wall: Timestamp,
     mono: Instant,
 }
 
 impl Clock {
-    fn now(&self) -> (Instant, Timestamp) {
+    pub(super) fn now(&self) -> (Instant, Timestamp) {
         let now = Instant::now();
         let elapsed = SignedDuration::try_from(now - self.mono).unwrap_or(SignedDuration::ZERO);
         (now, self.wall.checked_add(elapsed).unwrap_or(self.wall))
@@ -171,14 +199,18 @@ impl Clock {
 /// One candidate for a lease (upstream's `LeaderElector`): [`LeaderElector::run`] acquires
 /// the lease, calls the callbacks, renews it until it cannot, and returns.
 pub struct LeaderElector<L: ResourceLock> {
-    config: LeaderElectionConfig,
-    lock: L,
+    pub(super) config: LeaderElectionConfig,
+    pub(super) lock: L,
     callbacks: LeaderCallbacks,
-    observed: Mutex<Observed>,
+    pub(super) observed: Mutex<Observed>,
     rng: Mutex<StdRng>,
-    clock: Clock,
+    pub(super) clock: Clock,
     /// Open while this elector leads ([`LeaderElector::write_gate`]).
-    gate: Gate,
+    pub(super) gate: Gate,
+    /// `on_stopped_leading` was called for the current loss of leadership
+    /// (`stoppedLeadingNotified`): `run` does not call it again as it ends (keeps I4). Only
+    /// the task running `run` touches it; an atomic because `run` takes `&self`.
+    stopped_notified: AtomicBool,
 }
 
 impl<L: ResourceLock> std::fmt::Debug for LeaderElector<L> {
@@ -221,6 +253,17 @@ impl<L: ResourceLock> LeaderElector<L> {
                 return Err(LeaderElectionError::Zero(name));
             }
         }
+        if let Some(deadline) = config.recovery {
+            if deadline.is_some_and(|d| d < Duration::from_secs(1)) {
+                return Err(LeaderElectionError::RecoveryDeadlineTooShort);
+            }
+            if config.coordinated {
+                return Err(LeaderElectionError::RecoveryWithCoordinated);
+            }
+            if config.client_go_minor < 38 {
+                return Err(LeaderElectionError::RecoveryBefore38);
+            }
+        }
         if lock.identity().is_empty() {
             return Err(LeaderElectionError::EmptyIdentity);
         }
@@ -240,6 +283,7 @@ impl<L: ResourceLock> LeaderElector<L> {
             lock,
             callbacks,
             gate: Gate::default(),
+            stopped_notified: AtomicBool::new(false),
         })
     }
 
@@ -276,9 +320,11 @@ impl<L: ResourceLock> LeaderElector<L> {
     /// [`LeaderElectionError::WriteGateClosed`] while this elector does not lead, and a write
     /// still in flight when it stops leading abandoned with that error. The gate opens when the
     /// lease is acquired and closes when [`LeaderElector::run`] ends its leadership (after the
-    /// release, before the leading token is cancelled): without upstream's `Recovery`, which
-    /// is not ported, no earlier than the leading token. The lock's own client must not be
-    /// gated.
+    /// release, before the leading token is cancelled). Under
+    /// [`LeaderElectionConfig::recovery`] it closes as soon as a renewal has failed for
+    /// `renew_deadline` or the lease is seen to have changed hands, before any release, while
+    /// the run goes on, and opens again if the lease is recovered. The lock's own client must
+    /// not be gated (or a recovering elector could not renew).
     ///
     /// ```
     /// # use controlloop::apiserver::{Cluster, ServerOptions};
@@ -317,19 +363,34 @@ impl<L: ResourceLock> LeaderElector<L> {
 
     /// `Check`, for a health probe: an error when this elector thinks it leads but has not
     /// observed its own record for longer than the lease duration plus `tolerance` (it should
-    /// have stopped leading by then; something is stuck).
+    /// have stopped leading by then; something is stuck). Under
+    /// [`LeaderElectionConfig::recovery`], where a leader stays alive on purpose while it
+    /// cannot observe the lease, only when it has made no attempt for that long.
     pub fn check(&self, tolerance: Duration) -> Result<(), LeaderElectionError> {
-        if self.observed.lock().overdue(Instant::now(), tolerance) {
-            return Err(LeaderElectionError::NotRenewed(self.config.name.clone()));
+        let recovering = self.config.recovery.is_some();
+        if !self
+            .observed
+            .lock()
+            .unhealthy(recovering, Instant::now(), tolerance)
+        {
+            return Ok(());
         }
-        Ok(())
+        let name = self.config.name.clone();
+        Err(if recovering {
+            LeaderElectionError::StoppedAttempting(name)
+        } else {
+            LeaderElectionError::NotRenewed(name)
+        })
     }
 
     /// Runs the election until `stop` completes or leadership is lost (`Run`): acquire (with
     /// jitter), then `on_started_leading` in its own task, then renew until a renewal fails for
     /// `renew_deadline` or `stop` completes, then release if `release_on_cancel`, then cancel
-    /// the leading token and call `on_stopped_leading` (keeps I4).
+    /// the leading token and call `on_stopped_leading` (keeps I4). Under
+    /// [`LeaderElectionConfig::recovery`], a failed renewal does not end the run: see there.
     pub async fn run(&self, stop: impl Future<Output = ()>) {
+        // An elector may run more than once; each run reports its own loss.
+        self.stopped_notified.store(false, Ordering::SeqCst);
         let ctx = CancellationToken::new();
         let election = self.elect(&ctx);
         tokio::pin!(election, stop);
@@ -344,7 +405,20 @@ impl<L: ResourceLock> LeaderElector<L> {
                 }
             }
         }
-        (self.callbacks.on_stopped_leading)();
+        self.notify_stopped_leading();
+    }
+
+    /// Calls `on_stopped_leading` unless it was called since this elector last began leading
+    /// (`notifyStoppedLeading`).
+    pub(super) fn notify_stopped_leading(&self) {
+        if !self.stopped_notified.swap(true, Ordering::SeqCst) {
+            (self.callbacks.on_stopped_leading)();
+        }
+    }
+
+    /// A recovered lease: the next loss is reported again.
+    pub(super) fn leading_again(&self) {
+        self.stopped_notified.store(false, Ordering::SeqCst);
     }
 
     async fn elect(&self, ctx: &CancellationToken) {
@@ -353,7 +427,11 @@ impl<L: ResourceLock> LeaderElector<L> {
         }
         let leading = ctx.child_token();
         tokio::spawn((self.callbacks.on_started_leading)(leading.clone()));
-        self.renew(ctx).await;
+        if self.config.recovery.is_some() {
+            self.renew_with_recovery(ctx).await;
+        } else {
+            self.renew(ctx).await;
+        }
         self.gate.close(); // writes stop with the run, after any release (write gate I1)
         leading.cancel();
     }
@@ -410,7 +488,7 @@ impl<L: ResourceLock> LeaderElector<L> {
             if renewing.is_cancelled() {
                 break;
             }
-            let renewed = self.poll_renew(&renewing).await;
+            let renewed = self.poll_renew(&renewing, false).await == Renewal::Renewed;
             self.maybe_report_transition();
             if !renewed {
                 tracing::info!(target: "controlloop::leaderelection", lock = %self.lock.describe(), "failed to renew lease");
@@ -431,28 +509,39 @@ impl<L: ResourceLock> LeaderElector<L> {
 
     /// One poll of the renew loop (`PollUntilContextTimeout`, immediate, not sliding): an
     /// attempt now, then one every retry period after the previous one began, until one
-    /// succeeds (true) or `renew_deadline` passes or `ctx` is cancelled (false). An attempt in
-    /// flight at the deadline is dropped with its request; one due at the deadline is not made.
-    async fn poll_renew(&self, ctx: &CancellationToken) -> bool {
+    /// succeeds (`Renewed`) or `renew_deadline` passes or `ctx` is cancelled (`Failed`). An
+    /// attempt in flight at the deadline is dropped with its request; one due at the deadline
+    /// is not made. `recovering`: each attempt is `tryRecover`'s, and the poll ends at once
+    /// when one sees the lease lost (`Lost`, v0.38's `errLeaseLost`).
+    pub(super) async fn poll_renew(&self, ctx: &CancellationToken, recovering: bool) -> Renewal {
         let deadline = Instant::now() + self.config.renew_deadline;
         let mut next = Instant::now() + self.config.retry_period;
         loop {
             if ctx.is_cancelled() || Instant::now() >= deadline {
-                return false;
+                return Renewal::Failed;
             }
-            let ok = tokio::select! {
-                biased;
-                () = ctx.cancelled() => false,
-                () = sleep_until(deadline) => false,
-                ok = self.attempt() => ok,
+            let attempt = async {
+                if recovering {
+                    self.try_recover().await
+                } else if self.attempt().await {
+                    Renewal::Renewed
+                } else {
+                    Renewal::Failed
+                }
             };
-            if ok {
-                return true;
+            let outcome = tokio::select! {
+                biased;
+                () = ctx.cancelled() => Renewal::Failed,
+                () = sleep_until(deadline) => Renewal::Failed,
+                outcome = attempt => outcome,
+            };
+            if outcome != Renewal::Failed {
+                return outcome;
             }
             tokio::select! {
                 biased;
-                () = ctx.cancelled() => return false,
-                () = sleep_until(deadline) => return false,
+                () = ctx.cancelled() => return Renewal::Failed,
+                () = sleep_until(deadline) => return Renewal::Failed,
                 () = sleep_until(next) => {}
             }
             next = Instant::now() + self.config.retry_period;
@@ -466,6 +555,7 @@ impl<L: ResourceLock> LeaderElector<L> {
     /// step.
     pub async fn try_acquire_or_renew(&self) -> bool {
         let (now, wall) = self.clock.now();
+        self.observed.lock().record_attempt(now);
         let desired = self.observed.lock().candidate(wall);
         // 1. The fast path: assume the record observed last is the current one.
         let fast = self.observed.lock().fast_path(now, wall);
@@ -531,7 +621,7 @@ impl<L: ResourceLock> LeaderElector<L> {
         }
     }
 
-    async fn write(&self, record: LeaderElectionRecord) -> bool {
+    pub(super) async fn write(&self, record: LeaderElectionRecord) -> bool {
         if let Err(e) = self.lock.update(record.clone()).await {
             tracing::warn!(target: "controlloop::leaderelection", lock = %self.lock.describe(), error = %e, "failed to update lease");
             return false;

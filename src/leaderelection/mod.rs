@@ -1,7 +1,7 @@
 //! Leader election on a Lease: one of several replicas leads, the others wait to take over.
 //! Follows kubernetes/client-go v0.37.2 `tools/leaderelection/leaderelection.go` and
-//! `resourcelock/leaselock.go`, and v0.38.0-beta.0's release check and write gate
-//! (`writegate.go`).
+//! `resourcelock/leaselock.go`, and v0.38.0-beta.0's release check, write gate
+//! (`writegate.go`) and `Recovery` mode.
 //!
 //! Every candidate runs a [`LeaderElector`] on the same lock (a [`LeaseLock`]: a
 //! `coordination.k8s.io/v1` Lease). The holder writes its identity and a renew time into the
@@ -25,7 +25,13 @@
 //! `tests/upstream_client_go_leaderelection.rs` holds the port to upstream's own tests
 //! (`leaderelection_test.go` at the same tag): every case of `TestTryAcquireOrRenew`, the
 //! coordinated renewals, release, release on cancellation, the fast path, the config checks,
-//! with each case's API calls compared whole.
+//! with each case's API calls compared whole; `tests/upstream_client_go_leaderelection_recovery.rs`
+//! those of v0.38.0-beta.0's `leaderelection_recovery_test.go`.
+//!
+//! Under `Recovery` ([`LeaderElectionConfig::recovery`], client-go 1.38), a leader whose
+//! renewals failed for `renew_deadline` closes its write gate and calls `on_stopped_leading`
+//! but keeps running: it retries renewing the lease it held, and leads again if it can
+//! (the loop is drawn in `recovery.rs`).
 //!
 //! The core (what was observed, and each decision) has no I/O; the elector's loops around it
 //! make the requests and wait on tokio's clock, so a run under the paused clock is exact.
@@ -74,10 +80,13 @@
 //!    so of two candidates writing from the same read, one gets 409 and loses.
 //! 4. `run` calls `on_stopped_leading` exactly once, after the leading token is cancelled,
 //!    whether or not it ever led; the leader stops leading once no attempt has succeeded for
-//!    `renew_deadline` since the poll began.
+//!    `renew_deadline` since the poll began. Under `Recovery`, once per loss of leadership
+//!    instead (the token is still cancelled only when the run ends).
 //! 5. A release writes over the lease only while this elector still observes itself as the
 //!    holder; from client-go 1.38 ([`LeaderElectionConfig::client_go_minor`]) also only
 //!    while the record it has just read names it.
+//! 6. A recovering elector writes only over a record that names it: it never creates the
+//!    Lease nor takes it over.
 //!
 //! # Concurrency
 //! One task runs [`LeaderElector::run`]; its observed state sits behind a `parking_lot::Mutex`
@@ -89,8 +98,10 @@
 //! - client-go v0.38.0-beta.0's release check is followed when
 //!   [`LeaderElectionConfig::client_go_minor`] is 38; its write gate is ported
 //!   ([`LeaderElector::write_gate`], on every minor: it changes nothing unless used); its
-//!   `Recovery` mode is not (the list: [`crate::features`], "client-go v0.37.2 →
-//!   v0.38.0-beta.0").
+//!   `Recovery` mode too ([`LeaderElectionConfig::recovery`], refused before 38:
+//!   [`LeaderElectionError::RecoveryBefore38`]; the list: [`crate::features`], "client-go
+//!   v0.37.2 → v0.38.0-beta.0"). Upstream's `RecoveryConfig` is an `Option<Duration>` (its
+//!   deadline) inside the config's `Option`.
 //! - This is not a fence, exactly as upstream warns: a leader that stops running (a paused
 //!   process, a stalled node) keeps acting when it resumes until its renew loop gives up, up to
 //!   `renew_deadline` later, while another replica may already lead.
@@ -99,7 +110,8 @@
 //!   [`LeaderElector::try_coordinated_renew`] is ported, the server side of coordinated
 //!   election is not.
 //! - No metrics (leader on/off, slow path) and no `HealthzAdaptor`: [`LeaderElector::check`]
-//!   is what a health probe calls.
+//!   is what a health probe calls. Every minor records when an attempt began, which only the
+//!   check under `Recovery` reads (v0.37 has no such time).
 //! - The two required callbacks are arguments of [`LeaderCallbacks::new`], so upstream's
 //!   "callback must not be nil" errors cannot happen. `on_new_leader` is called on the
 //!   elector's task, in the order of observation (upstream starts a goroutine per report, so
@@ -130,6 +142,7 @@
 mod elector;
 mod lock;
 mod record;
+mod recovery;
 mod state;
 mod write_gate;
 

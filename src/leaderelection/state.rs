@@ -21,6 +21,17 @@ pub(crate) enum Decision {
     },
 }
 
+/// What one attempt to renew came to (`tryRecover`'s `renewed, lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The lease was renewed.
+    Renewed,
+    /// No renewal: the request failed, or the poll's time ran out.
+    Failed,
+    /// The lease is another's, or gone: recovery must stop (only under `Recovery`).
+    Lost,
+}
+
 /// The observed state (`observedRecord`, `observedRawRecord`, `observedTime`,
 /// `reportedLeader`).
 #[derive(Debug, Clone)]
@@ -32,6 +43,9 @@ pub(crate) struct Observed {
     /// On this elector's monotonic clock; `None` is Go's zero time (long ago).
     at: Option<Instant>,
     reported_leader: String,
+    /// When the last attempt to acquire or renew began (`lastAttemptTime`, client-go v0.38):
+    /// what [`Observed::unhealthy`] counts from under `Recovery`. `None`: never.
+    last_attempt: Option<Instant>,
 }
 
 impl Observed {
@@ -43,6 +57,7 @@ impl Observed {
             raw: Vec::new(),
             at: None,
             reported_leader: String::new(),
+            last_attempt: None,
         }
     }
 
@@ -164,6 +179,23 @@ impl Observed {
         Some(record)
     }
 
+    /// `tryRecover`'s step 4 (client-go v0.38), after [`Observed::observe_read`] of `old`:
+    /// the renewal to write if this elector still holds the lease, `None` if the lease changed
+    /// hands (recovery never acquires, keeps I6).
+    pub fn recovery_renewal(
+        &self,
+        old: &LeaderElectionRecord,
+        wall: Timestamp,
+    ) -> Option<LeaderElectionRecord> {
+        if !self.is_leader() {
+            return None;
+        }
+        let mut record = self.candidate(wall);
+        record.acquire_time = old.acquire_time;
+        record.leader_transitions = old.leader_transitions;
+        Some(record)
+    }
+
     /// The release record (`tryRelease`): nobody holds it, for one second, transitions kept.
     pub fn released(&self, old: &LeaderElectionRecord, wall: Timestamp) -> LeaderElectionRecord {
         LeaderElectionRecord {
@@ -185,15 +217,25 @@ impl Observed {
         Some(self.reported_leader.clone())
     }
 
+    /// `recordAttempt` (client-go v0.38): an attempt to acquire or renew begins at `now`.
+    pub fn record_attempt(&mut self, now: Instant) {
+        self.last_attempt = Some(now);
+    }
+
     /// `Check`: a leader that has not observed its own record for longer than the lease
-    /// duration plus `tolerance` should have stopped leading.
-    pub fn overdue(&self, now: Instant, tolerance: Duration) -> bool {
+    /// duration plus `tolerance` should have stopped leading. Under `Recovery` (`recovering`,
+    /// client-go v0.38) a leader stays alive on purpose while it cannot observe the lease, so
+    /// only one that has made no attempt for that long is unhealthy.
+    pub fn unhealthy(&self, recovering: bool, now: Instant, tolerance: Duration) -> bool {
         if !self.is_leader() {
             return false;
         }
-        let since = self
-            .at
-            .map_or(Duration::MAX, |at| now.saturating_duration_since(at));
+        let from = if recovering {
+            self.last_attempt
+        } else {
+            self.at
+        };
+        let since = from.map_or(Duration::MAX, |at| now.saturating_duration_since(at));
         since > self.lease_duration.saturating_add(tolerance)
     }
 }
@@ -245,9 +287,41 @@ mod tests {
         s.set(record("a", 15), t0);
         assert!(s.fast_path(t0 + Duration::from_secs(14), wall).is_some());
         assert!(s.fast_path(t0 + Duration::from_secs(15), wall).is_none());
-        assert!(!s.overdue(t0 + Duration::from_secs(20), Duration::from_secs(5)));
-        assert!(s.overdue(t0 + Duration::from_secs(21), Duration::from_secs(5)));
+        let tolerance = Duration::from_secs(5);
+        assert!(!s.unhealthy(false, t0 + Duration::from_secs(20), tolerance));
+        assert!(s.unhealthy(false, t0 + Duration::from_secs(21), tolerance));
         assert_eq!(s.take_transition().as_deref(), Some("a"));
         assert_eq!(s.take_transition(), None);
+    }
+
+    /// client-go v0.38.0-beta.0 `TestCheckInRecoveryMode`, all four cases: without
+    /// `Recovery` a leader that has not observed its lease for the lease duration and the
+    /// tolerance is unhealthy even while it keeps attempting; with it, healthy while attempts
+    /// go on, unhealthy once they stop; a non-leader is healthy.
+    #[tokio::test(start_paused = true)]
+    async fn under_recovery_check_counts_from_the_last_attempt() {
+        let tolerance = Duration::from_secs(5);
+        let fresh = |holder: &str| {
+            let mut s = Observed::new("baz".into(), Duration::from_secs(15));
+            s.record_attempt(Instant::now());
+            s.set(record(holder, 15), Instant::now());
+            s
+        };
+        let later = Instant::now() + Duration::from_secs(15) + tolerance + Duration::from_secs(1);
+        let mut attempting = fresh("baz");
+        attempting.record_attempt(later);
+        assert!(attempting.unhealthy(false, later, tolerance), "no recovery");
+        assert!(
+            !attempting.unhealthy(true, later, tolerance),
+            "attempts go on"
+        );
+        assert!(
+            fresh("baz").unhealthy(true, later, tolerance),
+            "attempts stopped"
+        );
+        assert!(
+            !fresh("other").unhealthy(true, later, tolerance),
+            "not the leader"
+        );
     }
 }

@@ -13,7 +13,10 @@
 //! # Invariants
 //! 1. The gate is open from the moment the elector acquires the lease until its run ends: after
 //!    the renew loop gave up or was stopped, and after the release if `release_on_cancel`,
-//!    before the leading token is cancelled. It starts closed.
+//!    before the leading token is cancelled. It starts closed. Under `Recovery` it is open
+//!    only while the elector leads: closed when a renewal has failed for the renew deadline
+//!    or the lease is seen lost, and before any release; open again when the lease is
+//!    recovered (`recovery.rs`).
 //! 2. Opening an open gate and closing a closed one change nothing.
 //! 3. A write whose response has not arrived when the gate closes is abandoned (its inner
 //!    future dropped) and fails with [`LeaderElectionError::WriteGateClosed`]; a read is never
@@ -28,8 +31,6 @@
 //!   a response's body whole before returning it.
 //! - A caller that gives up a write drops its future, so the inner future is dropped with it
 //!   and there is no error to report (upstream reports the caller's `context.Canceled`).
-//! - `Recovery`, for which upstream meant the gate (it closes the gate while the elector tries
-//!   to recover its lease), is not ported; the gate closes as upstream's does without it.
 
 use std::future::Future;
 use std::pin::Pin;

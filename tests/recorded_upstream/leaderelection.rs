@@ -7,8 +7,9 @@
 //! elector and no manager, so the rendering maps the manager onto it: `Start` returns when
 //! `on_stopped_leading` is called, and the runnable's context is the leading token.
 //!
-//! The release after an outage (`client_go_v0.3{7,8}_leader_election_release_after_outage`) is
-//! chapter 15's experiment, compared with both recordings in `book/tests/recorded_upstream.rs`.
+//! The release after an outage (`client_go_v0.3{7,8}_leader_election_release_after_outage`) and
+//! `Recovery` (`client_go_v0.38_leader_election_recovery`) are chapter 15's experiments,
+//! compared with their recordings in `book/tests/recorded_upstream.rs`.
 
 use std::sync::{
     Arc,

@@ -148,6 +148,7 @@ chapters! {
         ch15_with_election,
         ch15_no_fencing,
         ch15_release_after_outage,
+        ch15_recovery,
     ],
     ch18_many_workers = "18-many-workers.md" in many_workers [
         ch18_sweep,

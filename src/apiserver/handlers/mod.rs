@@ -442,7 +442,9 @@ async fn dispatch(
                 return Ok(object_response(code, k, &stored));
             }
             // Gone at once: upstream's `finalizeDelete` answers a Status naming what went
-            // (`details.kind` is the resource, as upstream sets it).
+            // (`details.kind` is the resource, as upstream sets it). From kube-apiserver 1.38
+            // its metadata carries the deleted object's resourceVersion as storage returns it:
+            // the delete's revision, or for a dry run the object's own.
             let uid = serde_json::from_slice::<Value>(&stored.json)
                 .ok()
                 .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_owned));
@@ -450,10 +452,14 @@ async fn dispatch(
             if !k.group.is_empty() {
                 details["group"] = k.group.clone().into();
             }
+            let mut metadata = serde_json::json!({});
+            if cluster.shared.options.kube_apiserver_minor >= 38 {
+                metadata["resourceVersion"] = stored.rv.to_string().into();
+            }
             let status = serde_json::json!({
                 "kind": "Status",
                 "apiVersion": "v1",
-                "metadata": {},
+                "metadata": metadata,
                 "status": "Success",
                 "details": details,
             });

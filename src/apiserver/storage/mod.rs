@@ -99,6 +99,9 @@ pub(crate) struct Limits {
     pub history_bytes: usize,
     pub max_object_bytes: usize,
     pub max_storage_bytes: usize,
+    /// [`ServerOptions::kube_apiserver_minor`](crate::apiserver::ServerOptions::kube_apiserver_minor):
+    /// from 38, an update that deletes answers at the delete's revision.
+    pub kube_apiserver_minor: u32,
 }
 
 /// One stored object: its JSON, serialised once for every reader, and the few metadata fields
@@ -726,15 +729,27 @@ impl Storage {
             !holds_finalizers(&obj, "metadata") && !holds_finalizers(&obj, "spec");
         if !obj["metadata"]["deletionTimestamp"].is_null() && finalizers_gone {
             // Upstream's store deletes the object instead (`deleteWithoutFinalizers`) and
-            // answers the update's object at the version it was read at.
+            // answers the update's object at the version it was read at; from kube-apiserver
+            // 1.38, at the delete's revision (the read one for a dry run).
             let ns = key.0.clone();
-            let answer = Stored::new(obj.clone(), cur.rv);
-            let last = self.stage_delete(obj)?;
-            self.commit(kind, EventType::Deleted, key, last, Some(cur), false);
+            let last = self.stage_delete(obj.clone())?;
+            let deleted = self.commit(
+                kind,
+                EventType::Deleted,
+                key,
+                last,
+                Some(cur.clone()),
+                false,
+            );
             if k.namespaced {
                 self.content_left(&ns, now);
             }
-            return Ok(answer);
+            let at = if self.limits.kube_apiserver_minor >= 38 {
+                deleted.rv
+            } else {
+                cur.rv
+            };
+            return Ok(Stored::new(obj, at));
         }
         let staged = self.stage(obj, Some(&cur))?;
         Ok(self.commit(kind, EventType::Modified, key, staged, Some(cur), false))
@@ -909,6 +924,7 @@ mod tests {
             history_bytes: usize::MAX,
             max_object_bytes: usize::MAX,
             max_storage_bytes: usize::MAX,
+            kube_apiserver_minor: 37,
         };
         with_namespace(Storage::new(limits, INITIAL_REVISION))
     }

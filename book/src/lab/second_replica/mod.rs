@@ -33,8 +33,10 @@
 pub mod bands;
 pub mod outage;
 pub mod real;
+pub mod recovery;
 
 pub use outage::{ch15_release_after_outage, release_after_outage};
+pub use recovery::{ch15_recovery, leader_election_recovery};
 
 use std::{
     future::Future,

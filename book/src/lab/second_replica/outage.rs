@@ -63,6 +63,14 @@ pub fn elector(
     Arc::new(elector.expect("a valid config"))
 }
 
+/// A fresh embedded server, a client of it, and `a`'s switch that cuts it off (unset) and its
+/// `on_stopped_leading` count (zero).
+pub fn cut_off_cluster() -> (Cluster, kube::Client, Arc<AtomicBool>, Arc<AtomicU64>) {
+    let cluster = Cluster::new(ServerOptions::default());
+    let client = cluster.in_process_client();
+    (cluster, client, Arc::default(), Arc::default())
+}
+
 /// Lets every task run until it waits (the recorder's `synctest.Wait()`); no time passes.
 pub async fn let_run() {
     for _ in 0..64 {
@@ -85,12 +93,7 @@ pub fn run(
 /// follow client-go 1.`minor`.
 pub fn release_after_outage(minor: u32) -> String {
     rig::paused(async {
-        let cluster = Cluster::new(ServerOptions::default());
-        let client = cluster.in_process_client();
-        let (cut, a_stopped) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
+        let (cluster, client, cut, a_stopped) = cut_off_cluster();
         let config = LeaderElectionConfig {
             lease_duration: Duration::from_secs(11),
             client_go_minor: minor,
