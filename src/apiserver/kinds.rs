@@ -41,9 +41,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::sync::Arc;
 
-use super::builtin::{self, Hooks};
 use super::customresourcedefinition as crd;
 use super::schema::{self, Schema};
+use super::strategy::{self, Hooks};
 
 /// One resource the server serves.
 #[derive(Debug)]
@@ -231,7 +231,6 @@ pub(crate) fn builtins() -> Vec<Kind> {
         },
     ]
     .into_iter()
-    .chain(builtin::kinds())
     .collect()
 }
 
@@ -408,8 +407,8 @@ impl Kind {
     /// metadata as the kind's status strategy takes it (`old`'s, unless `builtin` says).
     pub fn status_write(&self, body: &Value, old: &Value) -> Value {
         match self.builtin_hooks() {
-            Some(h) => builtin::status_write(body, old, h.status_keeps),
-            None => builtin::with_status(body, old),
+            Some(h) => strategy::status_write(body, old, h.status_keeps),
+            None => strategy::with_status(body, old),
         }
     }
 

@@ -177,6 +177,7 @@ mod selector;
 mod serve;
 mod storage;
 mod strategic;
+mod strategy;
 mod validation;
 mod watch;
 mod yaml;

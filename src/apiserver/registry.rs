@@ -28,6 +28,7 @@
 
 use std::sync::Arc;
 
+use super::builtin;
 use super::errors::ApiError;
 use super::kinds::{self, Kind};
 
@@ -56,6 +57,7 @@ impl Registry {
     pub fn builtin() -> Self {
         let entries = kinds::builtins()
             .into_iter()
+            .chain(builtin::kinds())
             .map(|k| {
                 let k = Arc::new(k);
                 Some(Entry {

@@ -21,10 +21,12 @@ use serde_json::{Value, json};
 
 use super::super::kinds::Kind;
 use super::super::validation::ReasonedCause;
-use super::{
-    Cause, Hooks, defaulted, immutable, invalid, non_negative, not_supported, or_default, pod,
-    selector_and_template,
+use super::pod;
+use super::shared::{
+    defaulted, immutable, invalid, non_negative, not_supported, or_default, selector_and_template,
 };
+use crate::apiserver::schema::Cause;
+use crate::apiserver::strategy::Hooks;
 
 /// A workload kind of `apps/v1`: status subresource, generation.
 fn workload(

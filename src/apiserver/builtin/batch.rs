@@ -21,9 +21,10 @@ use serde_json::{Value, json};
 
 use super::super::kinds::Kind;
 use super::super::validation::ReasonedCause;
-use super::{
-    Cause, Hooks, defaulted, immutable, non_negative, or_default, pod, selector_and_template,
-};
+use super::pod;
+use super::shared::{defaulted, immutable, non_negative, or_default, selector_and_template};
+use crate::apiserver::schema::Cause;
+use crate::apiserver::strategy::Hooks;
 
 pub(super) fn kinds() -> Vec<Kind> {
     vec![Kind {

@@ -28,9 +28,10 @@ use serde_json::{Value, json};
 
 use super::super::kinds::Kind;
 use super::super::validation::ReasonedCause;
-use super::{
-    Cause, Hooks, defaulted, each, immutable, invalid, not_supported, or_default, pod, required,
-};
+use super::pod;
+use super::shared::{defaulted, each, immutable, invalid, not_supported, or_default, required};
+use crate::apiserver::schema::Cause;
+use crate::apiserver::strategy::Hooks;
 
 pub(super) fn kinds() -> Vec<Kind> {
     vec![

@@ -11,7 +11,9 @@ use k8s_openapi::api::events::v1::Event;
 use serde_json::{Value, json};
 
 use super::super::kinds::Kind;
-use super::{Cause, Hooks, defaulted, not_supported, required};
+use super::shared::{defaulted, not_supported, required};
+use crate::apiserver::schema::Cause;
+use crate::apiserver::strategy::Hooks;
 
 pub(super) fn kinds() -> Vec<Kind> {
     vec![Kind {
@@ -27,7 +29,7 @@ pub(super) fn kinds() -> Vec<Kind> {
                         e[f] = Value::Null;
                     }
                 }
-                super::or_default(e, "deprecatedSource", json!({}));
+                super::shared::or_default(e, "deprecatedSource", json!({}));
             })
         })
     }]

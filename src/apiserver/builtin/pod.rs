@@ -17,7 +17,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Cause, each, invalid, not_supported, or_default, required};
+use super::shared::{each, invalid, not_supported, or_default, required};
+use crate::apiserver::schema::Cause;
 
 /// `SetDefaults_PodSpec` and the defaulters of what a pod spec holds.
 pub(super) fn spec_defaults(spec: &mut Value) {

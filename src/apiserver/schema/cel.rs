@@ -51,7 +51,8 @@ use std::sync::{Arc, LazyLock};
 use ::cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use serde_json::Value;
 
-use super::{Cause, Schema, shown};
+/// A cause of a 422: the field, the reason, the message (the schema's `Cause`).
+type Cause = (String, &'static str, String);
 
 /// The longest rule or messageExpression accepted (keeps I1).
 pub(crate) const MAX_RULE_BYTES: usize = 4_096;
@@ -120,7 +121,7 @@ const TYPE_NAMES: &[&str] = &[
 ];
 
 /// The environment every rule is compiled and evaluated in.
-static ENV: LazyLock<Arc<::cel::Env>> = LazyLock::new(|| {
+pub(super) static ENV: LazyLock<Arc<::cel::Env>> = LazyLock::new(|| {
     let mut env = ::cel::Env::stdlib();
     // The strings extension registers on a fresh standard environment without conflict.
     let _ = env.add_extension(::cel::extensions::strings);
@@ -130,13 +131,13 @@ static ENV: LazyLock<Arc<::cel::Env>> = LazyLock::new(|| {
 /// A compiled expression and what its walk found.
 #[derive(Debug)]
 pub(crate) struct Compiled {
-    program: ::cel::Program,
+    pub(super) program: ::cel::Program,
     /// It reads `oldSelf`.
     pub uses_old_self: bool,
     /// Its nodes.
-    nodes: u64,
+    pub(super) nodes: u64,
     /// How deep its comprehensions nest.
-    loops: u32,
+    pub(super) loops: u32,
 }
 
 /// One `x-kubernetes-validations` entry.
@@ -144,12 +145,12 @@ pub(crate) struct Compiled {
 pub(crate) struct Rule {
     pub rule: String,
     pub message: Option<String>,
-    message_expression: Option<Compiled>,
+    pub(super) message_expression: Option<Compiled>,
     /// `FieldValueInvalid`, `FieldValueForbidden`, `FieldValueRequired`, `FieldValueDuplicate`.
     pub reason: Option<&'static str>,
     /// Where a failure is reported, under the node (`max`, `a.b`, `labels[k]`).
     pub field_path: Option<String>,
-    compiled: Compiled,
+    pub(super) compiled: Compiled,
 }
 
 const REASONS: [&str; 4] = [
@@ -161,7 +162,7 @@ const REASONS: [&str; 4] = [
 
 /// Compiles `src`, checking its size, its nesting, its identifiers and its functions; the
 /// refusal's message otherwise.
-fn compile(src: &str) -> Result<Compiled, String> {
+pub(super) fn compile(src: &str) -> Result<Compiled, String> {
     if src.len() > MAX_RULE_BYTES {
         return Err(format!(
             "this embedded server accepts rules of at most {MAX_RULE_BYTES} bytes"
@@ -347,11 +348,12 @@ impl Walk {
 
 impl Rule {
     /// Reads entry `i` of a node's `x-kubernetes-validations` at `path` (the node's, in the
-    /// CRD); `schema` is the node, `correlatable` whether its value correlates with an old one.
+    /// CRD); `field_path` resolves a `fieldPath` under the node (`None` if it names nothing
+    /// there), `correlatable` says whether its value correlates with an old one.
     pub fn read(
         raw: &Value,
         path: &str,
-        schema: &Schema,
+        field_path: &dyn Fn(&str) -> Option<String>,
         correlatable: bool,
         causes: &mut Vec<Cause>,
     ) -> Option<Rule> {
@@ -405,7 +407,7 @@ impl Rule {
         };
         let field_path = match raw["fieldPath"].as_str() {
             None => None,
-            Some(p) => match normalise_field_path(p, schema) {
+            Some(p) => match field_path(p) {
                 Some(n) => Some(n),
                 None => {
                     causes.push((
@@ -474,405 +476,10 @@ impl Rule {
     }
 
     /// `ruleErrorString`: the message if there is one, else the rule.
-    fn error_string(&self) -> &str {
+    pub(super) fn error_string(&self) -> &str {
         match &self.message {
             Some(m) => m.trim(),
             None => self.rule.trim(),
-        }
-    }
-}
-
-/// A `fieldPath` (`.a.b`, `.a['k']`) as `field.Path` prints it under the node, if every step
-/// names a property (or a key of a map) of the schema.
-fn normalise_field_path(p: &str, schema: &Schema) -> Option<String> {
-    let mut out = String::new();
-    let mut s = schema;
-    let mut rest = p;
-    while !rest.is_empty() {
-        let (name, next) = if let Some(r) = rest.strip_prefix("['") {
-            let end = r.find("']")?;
-            (&r[..end], &r[end + 2..])
-        } else if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            (&r[..end], &r[end..])
-        } else {
-            return None;
-        };
-        if name.is_empty() {
-            return None;
-        }
-        if let Some(child) = s.properties.get(name) {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(name);
-            s = child;
-        } else if let Some(add) = &s.additional {
-            out.push_str(&format!("[{name}]"));
-            s = add;
-        } else {
-            return None;
-        }
-        rest = next;
-    }
-    (!out.is_empty()).then_some(out)
-}
-
-/// One request's evaluation: the causes, and what is left of its budget.
-struct Eval<'a> {
-    causes: &'a mut Vec<Cause>,
-    budget: u64,
-    stopped: bool,
-}
-
-impl<'a> Eval<'a> {
-    fn new(causes: &'a mut Vec<Cause>) -> Self {
-        Eval {
-            causes,
-            budget: REQUEST_BUDGET,
-            stopped: false,
-        }
-    }
-}
-
-/// How much a value weighs in a rule's bound: its JSON size in eighths of a byte's worth of
-/// work, at least 1.
-fn weight(v: &Value) -> u64 {
-    (serde_json::to_vec(v).map_or(0, |b| b.len() as u64) / 8).max(1)
-}
-
-/// `v` as the rule sees it (upstream's `UnstructuredToVal`): an integer an `int`, a
-/// `number` node's value a `double`, an object a map of strings.
-fn typed(v: &Value, s: Option<&Schema>) -> ::cel::Value {
-    match v {
-        Value::Null => ::cel::Value::Null,
-        Value::Bool(b) => ::cel::Value::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) if s.is_none_or(|s| s.ty != "number") => ::cel::Value::Int(i),
-            _ => ::cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(x) => ::cel::Value::String(Arc::new(x.clone())),
-        Value::Array(a) => {
-            let items = s.and_then(|s| s.items.as_deref());
-            ::cel::Value::List(Arc::new(a.iter().map(|x| typed(x, items)).collect()))
-        }
-        Value::Object(m) => ::cel::Value::Map(::cel::objects::Map {
-            map: Arc::new(
-                m.iter()
-                    .map(|(k, x)| {
-                        let child = s.and_then(|s| s.properties.get(k).or(s.additional.as_deref()));
-                        (
-                            ::cel::objects::Key::String(Arc::new(k.clone())),
-                            typed(x, child),
-                        )
-                    })
-                    .collect(),
-            ),
-        }),
-    }
-}
-
-impl Schema {
-    /// Whether any node has rules.
-    pub fn has_rules(&self) -> bool {
-        !self.rules.is_empty()
-            || self.properties.values().any(Schema::has_rules)
-            || self.additional.as_ref().is_some_and(|s| s.has_rules())
-            || self.items.as_ref().is_some_and(|s| s.has_rules())
-    }
-
-    /// The custom resource strategy's rules step: unless `causes` (the schema's) holds one
-    /// that blocks it (`hasBlockingErr`: a type error, a missing or unsupported value, a
-    /// value too long or too many), every rule is evaluated on the object `v` (and `old`, on
-    /// an update), its causes appended.
-    pub fn evaluate_rules(&self, v: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
-        if !self.has_rules() {
-            return;
-        }
-        let blocking = [
-            "FieldValueNotSupported",
-            "FieldValueRequired",
-            "FieldValueTooLong",
-            "FieldValueTooMany",
-            "FieldValueTypeInvalid",
-        ];
-        if causes.iter().any(|c| blocking.contains(&c.1)) {
-            // Upstream's cause has no path: `field.Invalid(nil, …)`, printed `<nil>`.
-            causes.push((
-                "<nil>".into(),
-                "FieldValueInvalid",
-                "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
-            ));
-            return;
-        }
-        let mut ev = Eval::new(causes);
-        let unchanged = old.is_some_and(|o| o == v);
-        self.node(v, old, "", unchanged, &mut ev);
-    }
-
-    fn node(&self, v: &Value, old: Option<&Value>, path: &str, ratchet: bool, ev: &mut Eval<'_>) {
-        if v.is_null() || ev.stopped {
-            return;
-        }
-        if !self.rules.is_empty() {
-            self.rules_here(v, old, path, ratchet, ev);
-        }
-        match v {
-            Value::Array(items) => {
-                let Some(s) = &self.items else { return };
-                let map_list = self.list_type.as_deref() == Some("map");
-                let olds = old.and_then(Value::as_array);
-                for (i, item) in items.iter().enumerate() {
-                    // Only a `map` list correlates its items (by their keys).
-                    let o = if map_list {
-                        olds.and_then(|olds| {
-                            olds.iter().find(|o| {
-                                self.list_map_keys.iter().all(|k| o.get(k) == item.get(k))
-                            })
-                        })
-                    } else {
-                        None
-                    };
-                    let r = if map_list { o == Some(item) } else { ratchet };
-                    s.node(item, o, &format!("{path}[{i}]"), r, ev);
-                }
-            }
-            Value::Object(m) => {
-                let olds = old.and_then(Value::as_object);
-                for (k, x) in m {
-                    let o = olds.and_then(|olds| olds.get(k));
-                    let r = o == Some(x);
-                    if let Some(s) = &self.additional {
-                        s.node(x, o, &format!("{path}[{k}]"), r, ev);
-                    } else if let Some(s) = self.properties.get(k) {
-                        s.node(x, o, &super::child(path, k), r, ev);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn rules_here(
-        &self,
-        v: &Value,
-        old: Option<&Value>,
-        path: &str,
-        ratchet: bool,
-        ev: &mut Eval<'_>,
-    ) {
-        let this = typed(v, Some(self));
-        let before = old.map(|o| typed(o, Some(self)));
-        let size = weight(v) + old.map_or(0, weight);
-        for rule in &self.rules {
-            let c = &rule.compiled;
-            if c.uses_old_self && before.is_none() {
-                continue;
-            }
-            let bound = c
-                .nodes
-                .saturating_mul(size.saturating_add(1).saturating_pow(c.loops.max(1)));
-            if bound > ev.budget {
-                ev.causes.push((
-                    path.to_string(),
-                    "FieldValueInvalid",
-                    format!(
-                        "Invalid value: {}: this embedded server bounds the work of a request's validation rules, and the bound of this one passes what is left (it does not follow upstream's cost model): no further validation rules will be run",
-                        kind_shown(v)
-                    ),
-                ));
-                ev.stopped = true;
-                return;
-            }
-            ev.budget -= bound;
-            let mut ctx = ::cel::Context::with_env(ENV.clone());
-            ctx.add_variable_from_value("self", this.clone());
-            if let Some(b) = &before {
-                ctx.add_variable_from_value("oldSelf", b.clone());
-            }
-            let at = match &rule.field_path {
-                Some(p) if p.starts_with('[') => format!("{path}{p}"),
-                Some(p) => super::child(path, p),
-                None => path.to_string(),
-            };
-            match c.program.execute(&ctx) {
-                Ok(::cel::Value::Bool(true)) => {}
-                Ok(::cel::Value::Bool(false)) => {
-                    if ratchet && !c.uses_old_self {
-                        continue; // validation ratcheting: the value did not change
-                    }
-                    let detail = rule
-                        .message_expression
-                        .as_ref()
-                        .filter(|m| {
-                            let b = m.nodes.saturating_mul(
-                                size.saturating_add(1).saturating_pow(m.loops.max(1)),
-                            );
-                            let ok = b <= ev.budget;
-                            ev.budget = ev.budget.saturating_sub(b);
-                            ok
-                        })
-                        .and_then(|m| match m.program.execute(&ctx) {
-                            Ok(::cel::Value::String(s))
-                                if !s.trim().is_empty()
-                                    && !s.contains('\n')
-                                    && s.len() <= 5_000 =>
-                            {
-                                Some(s.to_string())
-                            }
-                            _ => None,
-                        })
-                        .unwrap_or_else(|| match &rule.message {
-                            Some(m) => m.trim().to_string(),
-                            None => format!("failed rule: {}", rule.rule.trim()),
-                        });
-                    ev.causes.push(failure(&at, v, &detail, rule.reason));
-                }
-                Ok(other) => ev.causes.push((
-                    path.to_string(),
-                    "FieldValueInvalid",
-                    format!(
-                        "Invalid value: {}: rule evaluated to {other:?}, not a bool, evaluating rule: {}",
-                        kind_shown(v),
-                        rule.error_string()
-                    ),
-                )),
-                Err(e) => {
-                    let e = e.to_string();
-                    let detail = if e.starts_with("No such overload") || e.contains("overload") {
-                        format!(
-                            "'{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
-                            rule.error_string()
-                        )
-                    } else {
-                        format!("{e} evaluating rule: {}", rule.error_string())
-                    };
-                    ev.causes.push((
-                        path.to_string(),
-                        "FieldValueInvalid",
-                        format!("Invalid value: {}: {detail}", kind_shown(v)),
-                    ));
-                }
-            }
-        }
-    }
-}
-
-/// A value as a rule's cause shows it: an object or array as its type (upstream prints
-/// the schema's type there), a scalar itself.
-fn kind_shown(v: &Value) -> String {
-    match v {
-        Value::Object(_) => "\"object\"".into(),
-        Value::Array(_) => "\"array\"".into(),
-        other => shown(other),
-    }
-}
-
-/// `fieldErrorForReason`: the cause of a rule that is false.
-fn failure(path: &str, v: &Value, detail: &str, reason: Option<&'static str>) -> Cause {
-    match reason {
-        Some("FieldValueForbidden") => (
-            path.to_string(),
-            "FieldValueForbidden",
-            format!("Forbidden: {detail}"),
-        ),
-        Some("FieldValueRequired") => (
-            path.to_string(),
-            "FieldValueRequired",
-            format!("Required value: {detail}"),
-        ),
-        Some("FieldValueDuplicate") => (
-            path.to_string(),
-            "FieldValueDuplicate",
-            format!("Duplicate value: {}", shown(v)),
-        ),
-        _ => {
-            // An object's or a list's value is omitted (`field.OmitValueType`).
-            let message = match v {
-                Value::Object(_) | Value::Array(_) => format!("Invalid value: {detail}"),
-                other => format!("Invalid value: {}: {detail}", shown(other)),
-            };
-            (path.to_string(), "FieldValueInvalid", message)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn read(raw: Value) -> (Schema, Vec<Cause>) {
-        let mut causes = Vec::new();
-        let s = Schema::read(&raw, "s", &mut causes);
-        (s, causes)
-    }
-
-    fn run(s: &Schema, v: Value, old: Option<Value>) -> Vec<Cause> {
-        let mut causes = Vec::new();
-        s.evaluate_rules(&v, old.as_ref(), &mut causes);
-        causes
-    }
-
-    #[test]
-    fn integers_are_ints_and_a_number_nodes_values_doubles() {
-        // With the crate's own serde conversion a JSON `3` is a uint, and `3 + 1` fails.
-        let (s, causes) = read(json!({"type": "object", "properties": {
-            "n": {"type": "integer"}, "d": {"type": "number"}},
-            "x-kubernetes-validations": [
-                {"rule": "self.n + 1 == 4 && self.n - 5 == -2"},
-                {"rule": "self.d / 2.0 == 0.5 && type(self.d) == double"}]}));
-        assert!(causes.is_empty(), "{causes:?}");
-        assert_eq!(run(&s, json!({"n": 3, "d": 1}), None), []);
-        let failed = run(&s, json!({"n": 4, "d": 1}), None);
-        assert_eq!(failed.len(), 1, "{failed:?}");
-        assert!(
-            failed[0].2.contains("failed rule: self.n + 1 == 4"),
-            "{failed:?}"
-        );
-    }
-
-    #[test]
-    fn an_unchanged_value_is_ratcheted_unless_the_rule_is_a_transition_rule() {
-        let (s, causes) = read(json!({"type": "object", "properties": {
-            "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3"}]},
-            "b": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}));
-        assert!(causes.is_empty(), "{causes:?}");
-        let old = json!({"a": "long", "b": "x"});
-        // `a` did not change: its failure is dropped on an update, kept on a create.
-        assert_eq!(
-            run(&s, json!({"a": "long", "b": "x"}), Some(old.clone())),
-            []
-        );
-        assert_eq!(run(&s, json!({"a": "long", "b": "x"}), None).len(), 1);
-        let changed = run(&s, json!({"a": "longer", "b": "y"}), Some(old));
-        let fields: Vec<&str> = changed.iter().map(|c| c.0.as_str()).collect();
-        assert_eq!(fields, ["a", "b"], "{changed:?}");
-    }
-
-    #[test]
-    fn a_field_path_names_a_property_or_a_key() {
-        let (s, _) = read(json!({"type": "object", "properties": {
-            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
-            "m": {"type": "object", "additionalProperties": {"type": "string"}}}}));
-        assert_eq!(normalise_field_path(".a.b", &s).as_deref(), Some("a.b"));
-        assert_eq!(normalise_field_path(".m['k']", &s).as_deref(), Some("m[k]"));
-        assert_eq!(normalise_field_path(".a.nope", &s), None);
-        assert_eq!(normalise_field_path("a", &s), None);
-    }
-
-    #[test]
-    fn a_rule_too_deep_too_long_or_too_nested_is_refused() {
-        for (rule, says) in [
-            (format!("{}1", "1 + ".repeat(1_000)), "levels deep"),
-            (
-                format!("{}1{}", "(".repeat(40), ")".repeat(40)),
-                "brackets deep",
-            ),
-            ("1 == ".repeat(2_000), "bytes"),
-        ] {
-            let err = compile(&rule).expect_err("refused");
-            assert!(err.contains(says), "{err}");
         }
     }
 }

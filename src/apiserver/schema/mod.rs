@@ -25,6 +25,7 @@
 //!    causes are collected over the whole object, in upstream's order within each object.
 
 pub(crate) mod cel;
+mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -352,7 +353,13 @@ impl Reader<'_> {
         let rules = m.get("x-kubernetes-validations").and_then(Value::as_array);
         for (i, raw) in rules.into_iter().flatten().enumerate() {
             let at = format!("{path}.x-kubernetes-validations[{i}]");
-            if let Some(rule) = cel::Rule::read(raw, &at, &s, self.correlatable, self.causes) {
+            if let Some(rule) = cel::Rule::read(
+                raw,
+                &at,
+                &|p| normalise_field_path(p, &s),
+                self.correlatable,
+                self.causes,
+            ) {
                 s.rules.push(Arc::new(rule));
             }
         }
@@ -666,6 +673,42 @@ fn shown(v: &Value) -> String {
         Value::String(s) => format!("{s:?}"),
         other => other.to_string(),
     }
+}
+
+/// A `fieldPath` (`.a.b`, `.a['k']`) as `field.Path` prints it under the node, if every step
+/// names a property (or a key of a map) of the schema.
+pub(super) fn normalise_field_path(p: &str, schema: &Schema) -> Option<String> {
+    let mut out = String::new();
+    let mut s = schema;
+    let mut rest = p;
+    while !rest.is_empty() {
+        let (name, next) = if let Some(r) = rest.strip_prefix("['") {
+            let end = r.find("']")?;
+            (&r[..end], &r[end + 2..])
+        } else if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            (&r[..end], &r[end..])
+        } else {
+            return None;
+        };
+        if name.is_empty() {
+            return None;
+        }
+        if let Some(child) = s.properties.get(name) {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(name);
+            s = child;
+        } else if let Some(add) = &s.additional {
+            out.push_str(&format!("[{name}]"));
+            s = add;
+        } else {
+            return None;
+        }
+        rest = next;
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 #[cfg(test)]

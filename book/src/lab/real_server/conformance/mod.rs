@@ -30,6 +30,7 @@
 
 pub mod differences;
 pub mod normalise;
+pub mod scenario;
 pub mod scenarios;
 pub mod scenarios_builtins;
 pub mod setup;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{
     error::ConformanceError,
-    scenarios::{On, Scenario, at, code, field},
+    scenario::{On, Scenario, at, code, field},
     session::{Body, Session, rv},
 };
 

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{
     error::ConformanceError,
-    scenarios::at,
+    scenario::at,
     session::{Body, Session, rv},
 };
 
