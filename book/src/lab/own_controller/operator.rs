@@ -149,7 +149,7 @@ pub fn page_name(site: &str) -> String {
 }
 
 // book: ch19_reconcile
-/// One reconcile of one site: kube-runtime's finalizer helper adds the finalizer first, then
+/// One reconcile of one site: kube-runtime's `finalizer` adds the finalizer first, then
 /// calls `apply` while the site lives and `cleanup` once it is being deleted.
 pub async fn reconcile(site: Arc<Site>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let namespace = site.namespace().ok_or(Error::NoNamespace)?;
