@@ -123,3 +123,171 @@ fn a_stopped_watcher_ignores_sends_and_never_panics() {
     }
     assert_eq!(w.buffered(), 0);
 }
+
+// client-go v0.38.0-beta.0's fake (`testing/fixture_test.go` at that tag): a delete moves the
+// counter, and a watch replays the deletions after its resourceVersion or ends expired.
+
+fn v038() -> FakeClientset {
+    FakeClientset::at_minor(38).expect("v0.38 is modelled")
+}
+
+fn list_rv(fake: &FakeClientset) -> String {
+    fake.list::<ConfigMap>(None).unwrap().resource_version
+}
+
+/// What has been sent to the watch so far, as `<type> <namespace>/<name>`, or `ERROR <message>`.
+fn drain(w: &mut controlloop::fake::FakeWatch<ConfigMap>) -> Vec<String> {
+    std::iter::from_fn(|| w.try_next())
+        .map(|e| match e {
+            Ok(e) => format!(
+                "{} {}/{}",
+                e.ty.as_str(),
+                e.object.metadata.namespace.unwrap_or_default(),
+                e.object.metadata.name.unwrap_or_default()
+            ),
+            Err(e) => format!("ERROR {e}"),
+        })
+        .collect()
+}
+
+/// Upstream's `TestDeleteBumpsResourceVersion`, with v0.37's fake beside it.
+#[test]
+fn at_v0_38_a_delete_moves_the_counter_and_a_failed_one_does_not() {
+    let fake = v038();
+    fake.create("ns", &cm("one", &[], "1")).unwrap();
+    let before = list_rv(&fake);
+    fake.delete::<ConfigMap>("ns", "one").unwrap();
+    let after = list_rv(&fake);
+    assert_eq!((before.as_str(), after.as_str()), ("2", "3"));
+    assert!(matches!(
+        fake.delete::<ConfigMap>("ns", "one"),
+        Err(FakeError::NotFound { .. })
+    ));
+    assert_eq!(list_rv(&fake), after, "deleting nothing is not a change");
+
+    let v037 = FakeClientset::at_minor(37).unwrap();
+    v037.create("ns", &cm("one", &[], "1")).unwrap();
+    v037.delete::<ConfigMap>("ns", "one").unwrap();
+    assert_eq!(list_rv(&v037), "2", "v0.37: deletes do not move it");
+}
+
+/// Upstream's `TestWatchReplaysDeletions`: every case, on three ConfigMaps listed at "4".
+#[test]
+fn at_v0_38_a_watch_replays_the_deletions_after_its_version_first() {
+    type Mutate = fn(&FakeClientset);
+    let delete_three_then_one: Mutate = |f| {
+        f.delete::<ConfigMap>("b", "three").unwrap();
+        f.delete::<ConfigMap>("a", "one").unwrap();
+    };
+    let delete_one: Mutate = |f| f.delete::<ConfigMap>("a", "one").unwrap();
+    let delete_and_create_one: Mutate = |f| {
+        f.delete::<ConfigMap>("a", "one").unwrap();
+        f.create("a", &cm("one", &[], "1")).unwrap();
+    };
+    let cases: [(&str, Mutate, Option<&str>, &str, &[&str]); 6] = [
+        (
+            "deleted-in-all-namespaces",
+            delete_three_then_one,
+            None,
+            "4",
+            &["DELETED b/three", "DELETED a/one"],
+        ),
+        (
+            "deleted-in-one-namespace",
+            delete_three_then_one,
+            Some("a"),
+            "4",
+            &["DELETED a/one"],
+        ),
+        (
+            "deleted-and-created-again",
+            delete_and_create_one,
+            None,
+            "4",
+            &["DELETED a/one", "ADDED a/one"],
+        ),
+        (
+            "deleted-before-resource-version",
+            delete_one,
+            None,
+            "5",
+            &[],
+        ),
+        (
+            "most-recent-with-unset-resource-version",
+            delete_one,
+            None,
+            "",
+            &["ADDED a/two", "ADDED b/three"],
+        ),
+        (
+            "most-recent-with-zero-resource-version",
+            delete_one,
+            None,
+            "0",
+            &["ADDED a/two", "ADDED b/three"],
+        ),
+    ];
+    // Upstream's eighth case, a watch without list options, replays nothing at all: the
+    // generated clientset always passes options, and so does this fake, so it has no such call.
+    for (name, mutate, ns, from, expected) in cases {
+        let fake = v038();
+        fake.create("a", &cm("one", &[], "1")).unwrap();
+        fake.create("a", &cm("two", &[], "1")).unwrap();
+        fake.create("b", &cm("three", &[], "1")).unwrap();
+        assert_eq!(list_rv(&fake), "4");
+        mutate(&fake);
+        let mut w = fake.watch::<ConfigMap>(ns, from).unwrap();
+        assert_eq!(drain(&mut w), expected, "{name}");
+    }
+}
+
+/// Upstream's `TestWatchExpired`: 101 deletions, the first one dropped; a watch from before
+/// it ends with one expired error, a watch from after it replays the 100 kept ones.
+#[test]
+fn at_v0_38_a_watch_from_before_a_dropped_deletion_ends_expired() {
+    let fake = v038();
+    for i in 0..=DEFAULT_CHAN_SIZE {
+        fake.create("ns", &cm(&format!("cm{i}"), &[], "1")).unwrap();
+    }
+    let listed: u64 = list_rv(&fake).parse().unwrap();
+    for i in 0..=DEFAULT_CHAN_SIZE {
+        fake.delete::<ConfigMap>("ns", &format!("cm{i}")).unwrap();
+    }
+    let mut w = fake.watch::<ConfigMap>(None, &listed.to_string()).unwrap();
+    assert!(matches!(w.try_next(), Some(Err(FakeError::Expired(rv))) if rv == listed));
+    assert!(w.try_next().is_none(), "the watch ends after its error");
+
+    let mut w = fake
+        .watch::<ConfigMap>(None, &(listed + 1).to_string())
+        .unwrap();
+    assert_eq!(drain(&mut w).len(), DEFAULT_CHAN_SIZE);
+    let mut w = fake.watch::<ConfigMap>(None, "").unwrap();
+    assert_eq!(drain(&mut w), Vec::<String>::new(), "no history asked for");
+}
+
+/// Upstream's `TestWatchTooManyChanges`: 100 kept deletions and one new object are one event
+/// too many for a new watch's buffer: expired, where v0.37's fake panics.
+#[test]
+fn at_v0_38_a_replay_larger_than_the_buffer_ends_expired_instead_of_panicking() {
+    let fake = v038();
+    for i in 0..DEFAULT_CHAN_SIZE {
+        fake.create("ns", &cm(&format!("cm{i}"), &[], "1")).unwrap();
+    }
+    let listed: u64 = list_rv(&fake).parse().unwrap();
+    for i in 0..DEFAULT_CHAN_SIZE {
+        fake.delete::<ConfigMap>("ns", &format!("cm{i}")).unwrap();
+    }
+    fake.create("ns", &cm("another", &[], "1")).unwrap();
+    let mut w = fake.watch::<ConfigMap>(None, &listed.to_string()).unwrap();
+    assert_eq!(
+        drain(&mut w),
+        [format!("ERROR too old resource version: {listed}")]
+    );
+    let mut w = fake
+        .watch::<ConfigMap>(None, &(listed + 1).to_string())
+        .unwrap();
+    let events = drain(&mut w);
+    assert_eq!(events.len(), DEFAULT_CHAN_SIZE);
+    assert_eq!(events.last().unwrap(), "ADDED ns/another");
+}

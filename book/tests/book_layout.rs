@@ -1062,11 +1062,11 @@ fn the_cross_import_check_fires_on_a_chapter_importing_another() {
     );
     let crossed = cross_imports(&file(
         "first_write",
-        "use crate::lab::{\n    rig::{self, Running},\n    status_hatch::{OBJECT, WORK},\n};\n",
+        "use crate::lab::{\n    rig::{self, Running},\n    status_record::{OBJECT, WORK},\n};\n",
     ));
     assert_eq!(
         crossed,
-        ["first_write imports status_hatch (first_write/mod.rs)"]
+        ["first_write imports status_record (first_write/mod.rs)"]
     );
     let crossed = cross_imports(&file(
         "fifo",

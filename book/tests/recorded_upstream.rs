@@ -928,7 +928,7 @@ fn ch13_v038_scenarios_on_both_minors() {
     use controlloop_book::kit::moved::NOT_PORTED_PART;
     use controlloop_book::lab::{fifo, moved, second_replica};
     use moved::Run;
-    let scenarios: [(&str, &str, Run); 5] = [
+    let scenarios: [(&str, &str, Run); 7] = [
         (
             "client_go_v0.37_fifo_batch_boundaries",
             "client_go_v0.38_fifo_batch_boundaries",
@@ -953,6 +953,16 @@ fn ch13_v038_scenarios_on_both_minors() {
             "client_go_v0.37_leader_election_release_after_outage",
             "client_go_v0.38_leader_election_release_after_outage",
             second_replica::release_after_outage,
+        ),
+        (
+            "client_go_v0.37_fake_clientset_resource_versions",
+            "client_go_v0.38_fake_clientset_resource_versions",
+            moved::v038::fake_resource_versions,
+        ),
+        (
+            "client_go_v0.37_feature_gates",
+            "client_go_v0.38_feature_gates",
+            moved::v038::feature_gates,
         ),
     ];
     assert_eq!(

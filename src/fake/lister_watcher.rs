@@ -12,7 +12,7 @@ use futures::{StreamExt, future::BoxFuture};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::{EventType, FakeClientset};
+use super::{EventType, FakeClientset, FakeError};
 use crate::cache::{
     ListOptions, ListPage, ListerWatcher, LwError, WatchEvent, WatchOptions, WatchStream,
 };
@@ -64,6 +64,9 @@ where
                         EventType::Modified => WatchEvent::Modified(e.object),
                         EventType::Deleted => WatchEvent::Deleted(e.object),
                     },
+                    Err(e @ FakeError::Expired(_)) => {
+                        WatchEvent::Error(LwError::Expired(e.to_string()))
+                    }
                     Err(e) => WatchEvent::Error(LwError::Other(e.to_string())),
                 };
                 Some((ev, w))

@@ -7,8 +7,9 @@
 //!
 //! Follows `k8s.io/client-go/testing/fixture.go` (the `ObjectTracker` behind
 //! `kubernetes/fake.NewSimpleClientset`) and `apimachinery/pkg/watch.RaceFreeFakeWatcher`, at
-//! the pinned **client-go v0.37** (v0.37.2; its fake behaves as v0.36.3's). The chapters that contrast with the seed use it to show
-//! what a test on the fake cannot see.
+//! the pinned **client-go v0.37** (v0.37.2; its fake behaves as v0.36.3's), and at client-go
+//! v0.38.0-beta.0 when built with [`FakeClientset::at_minor`]`(38)`. The chapters that contrast
+//! with the seed use it to show what a test on the fake cannot see.
 //!
 //! What the fake does, and the real server does not:
 //! - it stores objects exactly as given: `metadata.resourceVersion` is **never set** (nor
@@ -21,6 +22,14 @@
 //! list's resourceVersion (`"1"` if nothing was ever stored), and `watch(rv)` first replays as
 //! ADDED every existing object stored after `rv` (all of them for `""`). Deletes do not move
 //! the counter. Before v0.36 a watch replayed nothing and list versions were empty.
+//!
+//! What v0.38 changes (`testing/fixture.go` at v0.38.0-beta.0), at [`FakeClientset::at_minor`]`(38)`:
+//! a delete moves the counter too, and the last 100 deletions per resource are kept. A watch
+//! from `rv` (not `""` or `"0"`) first replays as DELETED every kept deletion after `rv` in its
+//! namespace, then the ADDED objects. If a deletion after `rv` was already dropped, or the
+//! replay would not fit the 100-event buffer, the watch instead sends one error event, a 410
+//! "too old resource version", and ends ([`FakeError::Expired`]), where v0.37 panicked or lost
+//! the deletion.
 //!
 //! ```
 //! use controlloop::fake::FakeClientset;
@@ -52,7 +61,7 @@
 //!   `kube::Resource` type.
 //! - `NewClientset`'s field-managed tracker (server-side apply) is not modelled.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -104,6 +113,13 @@ pub enum FakeError {
     /// A watch resourceVersion that is not an integer.
     #[error("invalid resourceVersion {0:?}: must be an integer")]
     InvalidResourceVersion(String),
+    /// client-go v0.38: the watch's history is gone (410 Gone, reason Expired), sent as the
+    /// watch's only event.
+    #[error("too old resource version: {0}")]
+    Expired(u64),
+    /// A client-go minor whose fake is not modelled.
+    #[error("the fake clientset of client-go v0.{0} is not modelled (v0.36 to v0.38 are)")]
+    UnmodelledMinor(u32),
     /// The object could not be converted to or from JSON.
     #[error("object (de)serialisation failed: {0}")]
     Serde(String),
@@ -135,8 +151,21 @@ struct Sender {
 /// `(namespace, name)` -> (hidden version, object), for one resource.
 type Objects = BTreeMap<(String, String), (u64, Arc<Value>)>;
 
+/// How many deletions client-go v0.38's tracker keeps per resource (`maxTrackedDeletions`: the
+/// buffer of a new watch).
+const MAX_TRACKED_DELETIONS: usize = DEFAULT_CHAN_SIZE;
+
+/// One kept deletion: the version the delete took, the namespace, the object as it was.
+type Deletion = (u64, String, Arc<Value>);
+
 #[derive(Default)]
 struct Tracker {
+    /// client-go v0.38's tracker: deletes move the counter and are replayed.
+    v038: bool,
+    /// resource -> the kept deletions, oldest first (v0.38).
+    deletions: HashMap<String, VecDeque<Deletion>>,
+    /// resource -> the version of the newest deletion dropped from `deletions` (v0.38).
+    compacted: HashMap<String, u64>,
     /// resource -> (namespace, name) -> (hidden version, object).
     objects: HashMap<String, Objects>,
     /// resource -> the hidden counter.
@@ -164,7 +193,8 @@ fn send(tx: &mpsc::Sender<(EventType, Arc<Value>)>, ty: EventType, obj: Arc<Valu
     }
 }
 
-/// client-go's fake clientset (`NewSimpleClientset`) at v0.37, as a list/watch source.
+/// client-go's fake clientset (`NewSimpleClientset`) at v0.37 (or, from
+/// [`FakeClientset::at_minor`], at another modelled minor), as a list/watch source.
 #[derive(Clone, Default)]
 pub struct FakeClientset {
     tracker: Arc<Mutex<Tracker>>,
@@ -189,9 +219,41 @@ fn from_value<K: DeserializeOwned>(v: &Value) -> Result<K, FakeError> {
 }
 
 impl FakeClientset {
-    /// An empty fake.
+    /// An empty fake, as client-go v0.37's.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty fake as client-go `v0.{minor}`'s: 36 and 37 behave alike, 38 moves the
+    /// counter on deletes and replays them (see the module docs).
+    ///
+    /// ```
+    /// use controlloop::fake::{FakeClientset, FakeError};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// let fake = FakeClientset::at_minor(38)?;
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("a".into());
+    /// fake.create("default", &cm)?;
+    /// let listed = fake.list::<ConfigMap>(Some("default"))?.resource_version; // "2"
+    /// fake.delete::<ConfigMap>("default", "a")?;
+    /// assert_eq!(fake.list::<ConfigMap>(Some("default"))?.resource_version, "3");
+    /// let mut w = fake.watch::<ConfigMap>(Some("default"), &listed)?;
+    /// assert_eq!(w.try_next().unwrap()?.ty.as_str(), "DELETED");
+    /// assert!(matches!(FakeClientset::at_minor(35), Err(FakeError::UnmodelledMinor(35))));
+    /// # Ok::<(), FakeError>(())
+    /// ```
+    pub fn at_minor(minor: u32) -> Result<Self, FakeError> {
+        match minor {
+            36 | 37 => Ok(Self::new()),
+            38 => Ok(Self {
+                tracker: Arc::new(Mutex::new(Tracker {
+                    v038: true,
+                    ..Tracker::default()
+                })),
+            }),
+            _ => Err(FakeError::UnmodelledMinor(minor)),
+        }
     }
 
     /// Always true: reflectors never try a streaming list against the fake.
@@ -268,7 +330,8 @@ impl FakeClientset {
         self.put(ns, obj, true)
     }
 
-    /// Removes an object at once (finalizers are ignored). The counter does not move.
+    /// Removes an object at once (finalizers are ignored). The counter does not move; at v0.38
+    /// it does, and the deletion is kept for watches that start before it.
     pub fn delete<K>(&self, ns: &str, name: &str) -> Result<(), FakeError>
     where
         K: Resource<DynamicType = ()>,
@@ -285,6 +348,16 @@ impl FakeClientset {
                 name: name.into(),
             }),
             Some((_, v)) => {
+                if t.v038 {
+                    let version = t.versions.get(&res).copied().unwrap_or(1) + 1;
+                    t.versions.insert(res.clone(), version);
+                    let kept = t.deletions.entry(res.clone()).or_default();
+                    kept.push_back((version, ns.to_string(), v.clone()));
+                    if kept.len() > MAX_TRACKED_DELETIONS {
+                        let (dropped, _, _) = kept.pop_front().expect("more than the bound");
+                        t.compacted.insert(res.clone(), dropped);
+                    }
+                }
                 t.notify(&res, ns, EventType::Deleted, &v);
                 Ok(())
             }
@@ -336,7 +409,9 @@ impl FakeClientset {
 
     /// Opens a watch in `ns` (all namespaces if `None`). Existing objects stored after
     /// `resource_version` (all of them for `""`) are replayed as ADDED first; more than 100 of
-    /// them panic here, as upstream's do.
+    /// them panic here, as upstream's do. At v0.38 the kept deletions after a non-zero
+    /// `resource_version` come before them, and a history that is gone or does not fit the
+    /// buffer makes a watch whose only event is [`FakeError::Expired`].
     pub fn watch<K>(
         &self,
         ns: Option<&str>,
@@ -355,10 +430,33 @@ impl FakeClientset {
         let res = resource::<K>();
         let (tx, rx) = mpsc::channel(DEFAULT_CHAN_SIZE);
         let mut t = self.tracker.lock();
-        for ((n, _), (version, v)) in t.objects.get(&res).into_iter().flatten() {
-            if ns.is_none_or(|ns| ns == n) && *version > from {
-                send(&tx, EventType::Added, v.clone());
-            }
+        let in_ns = |n: &String| ns.is_none_or(|ns| ns == n);
+        let mut replay = Vec::new();
+        if t.v038 && from > 0 {
+            let deleted = t.deletions.get(&res).into_iter().flatten();
+            replay.extend(
+                deleted
+                    .filter(|(version, n, _)| *version > from && in_ns(n))
+                    .map(|(_, _, v)| (EventType::Deleted, v.clone())),
+            );
+        }
+        let stored = t.objects.get(&res).into_iter().flatten();
+        replay.extend(
+            stored
+                .filter(|((n, _), (version, _))| *version > from && in_ns(n))
+                .map(|(_, (_, v))| (EventType::Added, v.clone())),
+        );
+        let compacted = t.compacted.get(&res).copied().unwrap_or(0);
+        if t.v038 && from > 0 && (from < compacted || replay.len() > DEFAULT_CHAN_SIZE) {
+            drop(tx); // never registered: the watch ends after its error
+            return Ok(FakeWatch {
+                rx,
+                expired: Some(from),
+                _k: PhantomData,
+            });
+        }
+        for (ty, v) in replay {
+            send(&tx, ty, v);
         }
         t.watchers.entry(res).or_default().push(Sender {
             namespace: ns.unwrap_or_default().to_string(),
@@ -366,6 +464,7 @@ impl FakeClientset {
         });
         Ok(FakeWatch {
             rx,
+            expired: None,
             _k: PhantomData,
         })
     }
@@ -376,25 +475,33 @@ impl FakeClientset {
 #[derive(Debug)]
 pub struct FakeWatch<K> {
     rx: mpsc::Receiver<(EventType, Arc<Value>)>,
+    /// v0.38: the watch's only event is this expired error (the resourceVersion it asked for).
+    expired: Option<u64>,
     _k: PhantomData<fn() -> K>,
 }
 
 impl<K: DeserializeOwned> FakeWatch<K> {
     /// The next event; `None` once stopped and drained.
     pub async fn next(&mut self) -> Option<Result<FakeEvent<K>, FakeError>> {
+        if let Some(rv) = self.expired.take() {
+            return Some(Err(FakeError::Expired(rv)));
+        }
         let (ty, v) = self.rx.recv().await?;
         Some(from_value(&v).map(|object| FakeEvent { ty, object }))
     }
 
     /// The next event if one is buffered.
     pub fn try_next(&mut self) -> Option<Result<FakeEvent<K>, FakeError>> {
+        if let Some(rv) = self.expired.take() {
+            return Some(Err(FakeError::Expired(rv)));
+        }
         let (ty, v) = self.rx.try_recv().ok()?;
         Some(from_value(&v).map(|object| FakeEvent { ty, object }))
     }
 
     /// How many events are buffered (at most [`DEFAULT_CHAN_SIZE`]).
     pub fn buffered(&self) -> usize {
-        self.rx.len()
+        self.rx.len() + usize::from(self.expired.is_some())
     }
 
     /// Stops the watch: buffered events can still be read, new ones are dropped.

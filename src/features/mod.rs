@@ -109,8 +109,8 @@
 //!     add. Recorded: `feature_gates`.
 //!
 //! Beside the mirrored files: the fake clientset's tracker bumps the resourceVersion on a
-//! delete and replays recent deletes to an older watch (not modelled: the port's fake follows
-//! v0.37; recorded: `fake_clientset_resource_versions`); the mutation cache's `ByIndex` and
+//! delete and replays recent deletes to an older watch (modelled: `FakeClientset::at_minor(38)`;
+//! recorded: `fake_clientset_resource_versions`); the mutation cache's `ByIndex` and
 //! the store's resourceVersion gauge (no such parts in the port). The other mirrored files
 //! (`delta_fifo.go`, `reflector.go`, the resource locks, the workqueue's limiters and
 //! metrics) differ only in comments and lint directives.

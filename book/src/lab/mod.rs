@@ -77,7 +77,7 @@ pub mod rig;
 #[doc(hidden)]
 pub mod second_replica;
 #[doc(hidden)]
-pub mod status_hatch;
+pub mod status_record;
 #[doc(hidden)]
 pub mod workqueue;
 
@@ -127,7 +127,7 @@ pub const MODULES: &[Module] = &[
     serves!("02-forget-is-not-done.md" => workqueue),
     serves!("06-deduplication.md" => burst, bands),
     serves!("07-edge-triggered-bill.md" => edge),
-    serves!("08-where-the-rule-is-written.md" => status_hatch),
+    serves!("08-where-the-rule-is-written.md" => status_record),
     serves!("12-watches-are-the-optimisation.md" => faults, bands),
     serves!("17-first-write.md" => first_write),
     serves!("16-deletion.md" => deletion),

@@ -126,8 +126,8 @@ chapters! {
     ch07_edge_triggered_bill = "07-edge-triggered-bill.md" in edge [
         edge,
     ],
-    ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" in status_hatch [
-        status_hatch,
+    ch08_where_the_rule_is_written = "08-where-the-rule-is-written.md" in status_record [
+        status_record,
     ],
     ch12_watches_are_the_optimisation = "12-watches-are-the-optimisation.md" in faults [
         faults,
@@ -168,6 +168,7 @@ chapters! {
         ch05_checks,
         ch05_with_resync,
         ch05_overflow,
+        ch05_lost_delete,
     ],
     ch10_what_varies = "10-what-varies.md" in bands [
         ch10_bands,

@@ -217,7 +217,7 @@ pub const DERIVED: &[Derived] = &[
     Derived {
         claim: "A status write moves metadata.generation only without the status subresource",
         chapter: "08",
-        experiment: "status_hatch",
+        experiment: "status_record",
         snapshot: "ch08_generation_rules",
         figure: |b| {
             let c = cells(b, "a status write")?;

@@ -1,5 +1,5 @@
 //! Chapter 17's experiments: the first write a reconciler makes. A stale update and its 409,
-//! client-go's `RetryOnConflict` under a write storm, chapter 08's status hatch reading its own
+//! client-go's `RetryOnConflict` under a write storm, chapter 08's status record reading its own
 //! previous write from a cache that is behind it, the three remedies, and server-side apply
 //! (refused by the embedded server; two managers on a real kube-apiserver in [`apply`]).
 //!
@@ -50,9 +50,9 @@ pub mod apply;
 pub mod status_predicate;
 pub use status_predicate::ch17_status_predicate;
 
-use crate::lab::designs::hatch::{
-    Actions, ENABLED, HatchCounts, OBJECT, Start, WORK, enabled, recorded, set_annotation,
-    start_hatch,
+use crate::lab::designs::status_record::{
+    Actions, ENABLED, OBJECT, RecordCounts, Start, WORK, enabled, recorded, set_annotation,
+    start_record,
 };
 use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
 use controlloop::{
@@ -66,7 +66,7 @@ use controlloop::{
     retry::{Backoff, DEFAULT_BACKOFF, DEFAULT_RETRY, is_conflict, retry_on_conflict_seeded},
 };
 
-/// The watch delay of the stale-cache runs: three times the hatch's reconcile cost ([`WORK`]).
+/// The watch delay of the stale-cache runs: three times the status record's reconcile cost ([`WORK`]).
 pub const DELAY: Duration = Duration::from_millis(300);
 /// What follows the switch-on: `count` spec changes, each `gap` after the one before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -380,10 +380,10 @@ pub fn ch17_retry_storm() {
 // ---------------------------------------------------------------------------------------------
 // A cache behind the controller's own write
 
-/// How the hatch guards against reading a cache that is behind its own last write.
+/// How the status record guards against reading a cache that is behind its own last write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Remedy {
-    /// Chapter 08's hatch as it is: read the cache, act, write the record.
+    /// Chapter 08's status record as it is: read the cache, act, write the record.
     None,
     /// Write the record first, with the cached resourceVersion as a precondition; act only if
     /// the server took it (a 409 is retried through the queue).
@@ -408,7 +408,7 @@ impl Remedy {
     /// How this design's controller is built.
     pub fn start(self) -> Start {
         match self {
-            Remedy::None => start_hatch,
+            Remedy::None => start_record,
             Remedy::Precondition => start_precondition,
             Remedy::Response => start_response,
             Remedy::Expectations => start_expectations,
@@ -416,7 +416,7 @@ impl Remedy {
     }
 }
 
-/// The record a hatch writes: the level acted on and the generation seen.
+/// The record a status record writes: the level acted on and the generation seen.
 pub fn record(now: bool, generation: Option<i64>) -> serde_json::Value {
     serde_json::json!({
         "message": format!("acted on enabled={now}"),
@@ -424,7 +424,7 @@ pub fn record(now: bool, generation: Option<i64>) -> serde_json::Value {
     })
 }
 
-/// Whether `w`'s record already covers its level and generation (the hatch's early return).
+/// Whether `w`'s record already covers its level and generation (the status record's early return).
 pub fn up_to_date(w: &Widget) -> bool {
     let observed = w.status.as_ref().and_then(|s| s.observed_generation);
     recorded(w) == Some(enabled(w)) && observed == w.metadata.generation
@@ -469,17 +469,17 @@ pub fn start_precondition(
     informer: &Informer<Widget>,
     api: &Api<Widget>,
     actions: Arc<Actions>,
-    _: Arc<HatchCounts>,
+    _: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     let api = api.clone();
-    Controller::builder("hatch-precondition")
+    Controller::builder("record-precondition")
         .build(informer, move |request, ctx| {
             precondition_reconcile(api.clone(), actions.clone(), request, ctx)
         })
         .expect("a named controller on a fresh informer builds")
 }
 
-/// What the hatch does once it has decided to: work, act on a switch-on its record has not
+/// What the status record does once it has decided to: work, act on a switch-on its record has not
 /// seen, and write the record; returns the write's response.
 // book: ch17_act_and_record
 pub async fn act_and_record(
@@ -540,7 +540,7 @@ pub async fn response_reconcile(
     if up_to_date(&widget) {
         return Ok(ReconcileResult::done());
     }
-    let response = act_and_record(&api, &actions, &widget).await?; // as the hatch does
+    let response = act_and_record(&api, &actions, &widget).await?; // as the status record does
     written.lock().insert(request.name, Arc::new(response)); // what the server now holds
     Ok(ReconcileResult::done())
 }
@@ -552,11 +552,11 @@ pub fn start_response(
     informer: &Informer<Widget>,
     api: &Api<Widget>,
     actions: Arc<Actions>,
-    _: Arc<HatchCounts>,
+    _: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     let (api, written): (_, Written) = (api.clone(), Arc::default());
     let heard = written.clone();
-    Controller::builder("hatch-response")
+    Controller::builder("record-response")
         .with_handler(HearThenEnqueue(move |new: &Widget| {
             let mut kept = heard.lock();
             let name = new.metadata.name.clone().unwrap_or_default();
@@ -591,7 +591,7 @@ pub async fn expectations_reconcile(
     if up_to_date(&widget) {
         return Ok(ReconcileResult::done());
     }
-    let response = act_and_record(&api, &actions, &widget).await?; // as the hatch does
+    let response = act_and_record(&api, &actions, &widget).await?; // as the status record does
     let rv = response.metadata.resource_version.unwrap_or_default();
     expected.lock().insert(request.name, rv); // until the handler hears it
     Ok(ReconcileResult::done())
@@ -604,11 +604,11 @@ pub fn start_expectations(
     informer: &Informer<Widget>,
     api: &Api<Widget>,
     actions: Arc<Actions>,
-    _: Arc<HatchCounts>,
+    _: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     let (api, expected): (_, Expected) = (api.clone(), Arc::default());
     let heard = expected.clone();
-    Controller::builder("hatch-expectations")
+    Controller::builder("record-expectations")
         .with_handler(HearThenEnqueue(move |new: &Widget| {
             let mut waiting = heard.lock();
             let name = new.metadata.name.clone().unwrap_or_default();
@@ -730,7 +730,7 @@ pub fn stale_cache() -> Vec<StaleRun> {
     })
 }
 
-/// The stale-cache claims: every remedy sends one notice in every run; chapter 08's hatch
+/// The stale-cache claims: every remedy sends one notice in every run; chapter 08's status record
 /// sends one only when nothing reaches its key between its status write and that write's
 /// event (a change after the record, without a delay), and more than one otherwise.
 pub fn check_stale_cache(runs: &[StaleRun]) {
@@ -739,7 +739,7 @@ pub fn check_stale_cache(runs: &[StaleRun]) {
         if r.remedy == Remedy::None && !window_empty {
             assert!(
                 r.notices > 1,
-                "the hatch behind a stale cache sent {} notice(s), not a duplicate: {r:?}",
+                "the status record behind a stale cache sent {} notice(s), not a duplicate: {r:?}",
                 r.notices
             );
         } else {
@@ -775,7 +775,7 @@ pub fn stale_cache_table(runs: &[StaleRun]) -> String {
     out
 }
 
-/// Chapter 17: the hatch acts twice behind a stale cache; each remedy, and its cost.
+/// Chapter 17: the status record acts twice behind a stale cache; each remedy, and its cost.
 pub fn ch17_stale_cache() {
     let runs = stale_cache();
     check_stale_cache(&runs);

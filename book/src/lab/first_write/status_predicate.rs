@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::lab::designs::hatch::OBJECT;
+use crate::lab::designs::status_record::OBJECT;
 use crate::lab::rig::{self, NAMESPACE, Running, within};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},

@@ -30,7 +30,8 @@ use crate::kit::snap;
 use crate::lab::rig::{self, HOUR, Running};
 use controlloop::apiserver::{Cluster, ServerOptions};
 use controlloop::cache::{
-    HandlerFuncs, InformerOptions, ListerWatcher,
+    DeletedObject, HandlerFuncs, InformerOptions, ListOptions, ListPage, ListerWatcher, LwError,
+    SharedIndexInformer, WatchOptions, WatchStream,
     broken::{self, Variant},
 };
 use controlloop::controller::{
@@ -38,6 +39,7 @@ use controlloop::controller::{
     predicate::{Predicate, ResourceVersionChanged},
 };
 use controlloop::fake::{FakeClientset, FakeListerWatcher};
+use futures::future::BoxFuture;
 
 /// How many updates each run makes.
 pub const UPDATES: u32 = 5;
@@ -305,4 +307,70 @@ pub fn overflow() -> String {
 /// [`overflow`], snapshot `ch05_overflow`.
 pub fn ch05_overflow() {
     snap::text("ch05_overflow", overflow());
+}
+
+/// A lister-watcher over a fake that deletes `gone` from it when the informer opens its watch:
+/// the delete lands after the informer's list and before its watch.
+#[derive(Clone, Debug)]
+pub struct DeleteBeforeWatch(pub FakeListerWatcher, pub FakeClientset);
+
+impl ListerWatcher<ConfigMap> for DeleteBeforeWatch {
+    fn list(&self, o: ListOptions) -> BoxFuture<'static, Result<ListPage<ConfigMap>, LwError>> {
+        self.0.list(o)
+    }
+    fn watch(
+        &self,
+        o: WatchOptions,
+    ) -> BoxFuture<'static, Result<WatchStream<ConfigMap>, LwError>> {
+        let _ = self.1.delete::<ConfigMap>("default", "gone"); // the second watch finds it gone
+        self.0.watch(o)
+    }
+    fn is_watch_list_semantics_unsupported(&self) -> bool {
+        true
+    }
+}
+
+/// Chapter 05, "A delete between the list and the watch": an informer on client-go 1.`minor`'s
+/// fake, with `gone` deleted after its list and before its watch.
+pub fn delete_between_list_and_watch(minor: u32) -> String {
+    rig::paused(async move {
+        // book: ch05_lost_delete
+        let fake = FakeClientset::at_minor(minor).unwrap();
+        for name in ["gone", "kept"] {
+            let mut c = cm(1);
+            c.metadata.name = Some(name.into());
+            fake.create("default", &c).unwrap();
+        }
+        let lw = DeleteBeforeWatch(FakeListerWatcher::new(fake.clone(), Some("default")), fake);
+        let informer = Arc::new(SharedIndexInformer::new(
+            lw,
+            InformerOptions::new(Duration::ZERO),
+        ));
+        let deletes = Arc::new(Mutex::new(Vec::new()));
+        let heard = deletes.clone();
+        let on_delete = move |d: DeletedObject<ConfigMap>| {
+            heard
+                .lock()
+                .extend(d.object().and_then(|o| o.metadata.name.clone()))
+        };
+        informer
+            .add_event_handler(HandlerFuncs::new().on_delete(on_delete))
+            .unwrap();
+        let running = Running::informer(&informer);
+        sleep(HOUR).await; // an hour of virtual time: nothing more comes
+        running.stop().await;
+        let mut held = informer.indexer().list_keys();
+        held.sort();
+        format!(
+            "1.{minor}: the informer holds {held:?}; its handler heard deletes of {:?}\n",
+            deletes.lock()
+        )
+        // book: end ch05_lost_delete
+    })
+}
+
+/// [`delete_between_list_and_watch`] on 1.37 and 1.38, snapshot `ch05_lost_delete`.
+pub fn ch05_lost_delete() {
+    let text = [37, 38].map(delete_between_list_and_watch).concat();
+    snap::text("ch05_lost_delete", &text);
 }

@@ -19,7 +19,7 @@ use controlloop::cache::{
     Store, StoreWrite, select_fifo,
 };
 use controlloop::fake::{FakeClientset, FakeListerWatcher};
-use controlloop::features::{Feature, FeatureGates};
+use controlloop::features::{Feature, FeatureGates, PreRelease};
 
 /// `x v2`: a ConfigMap as the recordings name it.
 pub fn label(o: &ConfigMap) -> String {
@@ -236,3 +236,102 @@ pub fn same_object(minor: u32) -> String {
     text
 }
 // book: end ch13_fn_same_object
+
+/// The fake clientset's resourceVersions at client-go 1.`minor`, printed as
+/// `client_go_v0.MINOR_fake_clientset_resource_versions` is: what a list reports and a watch
+/// replays after creates, a stale update and a delete.
+pub fn fake_resource_versions(minor: u32) -> String {
+    let fake = FakeClientset::at_minor(minor).unwrap();
+    let rv = |o: &ConfigMap| {
+        format!(
+            "{:?}",
+            o.metadata.resource_version.clone().unwrap_or_default()
+        )
+    };
+    let list = |what: &str| {
+        let l = fake.list::<ConfigMap>(Some("default")).unwrap();
+        let items: Vec<String> = l
+            .items
+            .iter()
+            .map(|i| {
+                format!(
+                    "{} rv {}",
+                    i.metadata.name.clone().unwrap_or_default(),
+                    rv(i)
+                )
+            })
+            .collect();
+        format!(
+            "{what}: list rv {:?}, items [{}]\n",
+            l.resource_version,
+            items.join(" ")
+        )
+    };
+    let mut text = list("empty");
+    let a = fake.create("default", &*cm("a", None)).unwrap();
+    text += &format!("create a: returned rv {}\n", rv(&a));
+    text += &list("after create a");
+    let mut stale = (*cm("a", Some(2))).clone();
+    stale.metadata.resource_version = Some("stale".into());
+    let a = fake.update("default", &stale).unwrap(); // no conflict check
+    text += &format!(
+        "update a with rv \"stale\": accepted, returned rv {}\n",
+        rv(&a)
+    );
+    text += &list("after update a");
+    fake.create("default", &*cm("b", None)).unwrap();
+    text += &list("after create b");
+    fake.delete::<ConfigMap>("default", "a").unwrap();
+    text += &list("after delete a");
+    for from in ["", "3", "4"] {
+        let mut w = fake.watch::<ConfigMap>(Some("default"), from).unwrap();
+        let events: Vec<String> = std::iter::from_fn(|| w.try_next())
+            .map(|e| {
+                let e = e.unwrap();
+                format!(
+                    "{} {}",
+                    e.ty.as_str(),
+                    e.object.metadata.name.unwrap_or_default()
+                )
+            })
+            .collect();
+        text += &format!("watch from rv {from:?} replays [{}]\n", events.join(" "));
+    }
+    text
+}
+
+/// The informer gates' specs at each emulated minor from 1.32 to 1.`minor`, and what
+/// standalone client-go at 1.`minor` enables, printed as
+/// `client_go_v0.MINOR_feature_gates` is.
+pub fn feature_gates(minor: u32) -> String {
+    let gates = [
+        Feature::ATOMIC_FIFO,
+        Feature::IN_ORDER_INFORMERS,
+        Feature::IN_ORDER_INFORMERS_BATCH_PROCESS,
+        Feature::UNLOCK_WHILE_PROCESSING_FIFO,
+        Feature::WATCH_LIST_CLIENT,
+    ];
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut text = String::new();
+    for emulated in 32..=minor {
+        let at = FeatureGates::at_minor(emulated).unwrap();
+        for f in gates {
+            let s = at.spec(f).unwrap();
+            let maturity = match s.pre_release {
+                PreRelease::PreAlpha => "PreAlpha",
+                p => crate::lab::fifo::maturity(p),
+            };
+            let locked = if s.lock_to_default { "yes" } else { "no" };
+            text += &format!(
+                "1.{emulated} {}: {maturity} default={} locked={locked}\n",
+                f.name(),
+                on(s.default)
+            );
+        }
+    }
+    let standalone = FeatureGates::at_minor(minor).unwrap();
+    for f in gates {
+        text += &format!("standalone {}: {}\n", f.name(), on(standalone.enabled(f)));
+    }
+    text
+}

@@ -1,12 +1,12 @@
-//! Chapter 15's experiments: the status hatch of chapter 08 run as two replicas, first without
+//! Chapter 15's experiments: the status record of chapter 08 run as two replicas, first without
 //! leader election, then with the port of client-go's (`controlloop::leaderelection`, a Lease
 //! on the embedded server), across a crash, a graceful release, and a process pause longer
 //! than the lease.
 //!
 //! ```text
-//!  replica a: elector ─ leads ─► on_started_leading: start the hatch process ─┐ token cancelled
+//!  replica a: elector ─ leads ─► on_started_leading: start the controller process ─┐ token cancelled
 //!  replica b: elector ─ waits (reads the lease every 2..4.4 s) ─► leads ─► …   └► kill it
-//!                      both on one Lease: coordination.k8s.io/v1 default/hatch
+//!                      both on one Lease: coordination.k8s.io/v1 default/status-record
 //! ```
 //!
 //! Everything runs under tokio's paused clock against the embedded server in-process: every
@@ -21,13 +21,13 @@
 //!    resumes, as a stopped process's timers do.
 //!
 //! # Differences from upstream
-//! A paused replica's elector and leading work stop (I2), but the hatch process it started
+//! A paused replica's elector and leading work stop (I2), but the controller process it started
 //! runs its informer and workers in tasks of their own, which go on: nothing switches the
 //! widget during a pause, so they have nothing to act on until it resumes, when a real
 //! stopped process would act on the same switch-on after catching up on its watch.
 //!
 //! controller-runtime's manager does not stop its controllers when the lease is lost: it
-//! exits the process. Here a lost lease kills the replica's hatch process (informer, queue,
+//! exits the process. Here a lost lease kills the replica's controller process (informer, queue,
 //! workers), which is what the exit amounts to for the keys in flight.
 
 pub mod bands;
@@ -55,7 +55,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::lab::designs::hatch::{Actions, HatchCounts, Wired, set_annotation, start_hatch};
+use crate::lab::designs::status_record::{
+    Actions, RecordCounts, Wired, set_annotation, start_record,
+};
 use crate::lab::rig::{NAMESPACE, Process, within};
 use controlloop::{
     apiserver::Cluster,
@@ -64,7 +66,7 @@ use controlloop::{
 };
 
 /// The Lease both replicas hold.
-pub const LEASE: &str = "hatch";
+pub const LEASE: &str = "status-record";
 
 /// A switch to stop and resume one replica as a whole (I2): `SIGSTOP` and `SIGCONT`, a long
 /// garbage-collection pause, a frozen VM.
@@ -152,13 +154,13 @@ impl Log {
 
     /// `replica`'s leading work starts: its interval opens.
     pub fn began(&self, replica: &'static str) {
-        self.note(replica, "starts leading: hatch process started");
+        self.note(replica, "starts leading: controller process started");
         self.led.lock().push((replica, Instant::now(), None));
     }
 
     /// `replica`'s leading work stops: its interval closes.
     pub fn ended(&self, replica: &'static str) {
-        self.note(replica, "stops leading: hatch process killed");
+        self.note(replica, "stops leading: controller process killed");
         self.close(replica);
     }
 
@@ -240,7 +242,7 @@ pub fn assert_one_leader(overlap_ms: u64) {
     );
 }
 
-/// The hatch's world and cluster, shared by the replicas.
+/// The status record's world and cluster, shared by the replicas.
 pub struct World {
     /// The cluster.
     pub cluster: Cluster,
@@ -256,10 +258,10 @@ impl World {
     /// A fresh cluster holding the widget, switched off.
     pub async fn new() -> World {
         let (cluster, api, mut w) =
-            crate::lab::rig::fresh_widget(crate::lab::designs::hatch::OBJECT);
+            crate::lab::rig::fresh_widget(crate::lab::designs::status_record::OBJECT);
         w.metadata.annotations = Some(
             [(
-                crate::lab::designs::hatch::ENABLED.to_owned(),
+                crate::lab::designs::status_record::ENABLED.to_owned(),
                 "false".to_owned(),
             )]
             .into(),
@@ -275,12 +277,12 @@ impl World {
         }
     }
 
-    /// The hatch controller a leading replica runs, on this world's log of actions.
+    /// The status record controller a leading replica runs, on this world's log of actions.
     pub fn wired(&self) -> Wired {
         Wired {
-            start: start_hatch,
+            start: start_record,
             actions: self.actions.clone(),
-            counts: Arc::new(HatchCounts::default()),
+            counts: Arc::new(RecordCounts::default()),
         }
     }
 
@@ -291,7 +293,7 @@ impl World {
     }
 }
 
-/// `n` replicas of the hatch with no election: each runs its own hatch process; switched on
+/// `n` replicas of the status record with no election: each runs its own controller process; switched on
 /// once. Returns the launch notices sent.
 pub fn without_election(n: usize) -> u64 {
     crate::lab::rig::paused(async {
@@ -307,7 +309,7 @@ pub fn without_election(n: usize) -> u64 {
     })
 }
 
-/// One replica: an elector on the Lease whose leading work is a hatch process.
+/// One replica: an elector on the Lease whose leading work is a controller process.
 pub struct Replica {
     /// Its identity.
     pub name: &'static str,
@@ -420,7 +422,9 @@ pub fn with_election(graceful: bool) -> ElectionRun {
             }
         })
         .await;
-        let b_leads = world.log.at("b", "starts leading: hatch process started");
+        let b_leads = world
+            .log
+            .at("b", "starts leading: controller process started");
         let takeover = b_leads.unwrap_or_default() - ms(stopped - world.log.start);
         tokio::time::sleep(Duration::from_secs(1)).await;
         world.switch(false).await;
@@ -485,7 +489,7 @@ pub fn pause_leader(paused: Duration) -> PauseRun {
             .events()
             .into_iter()
             .rev()
-            .find(|e| e.replica == "a" && e.what == "stops leading: hatch process killed");
+            .find(|e| e.replica == "a" && e.what == "stops leading: controller process killed");
         let resumed_ms = ms(resumed - world.log.start);
         let overlap = world.log.overlap();
         world.log.note("a", "run ends: replicas killed");

@@ -1,17 +1,17 @@
-//! The status escape hatch (chapter 08): one action per real switch-on across restarts and
+//! The status escape status record (chapter 08): one action per real switch-on across restarts and
 //! dropped watch events, the two in-memory designs failing where they must, and the generation
 //! rules with and without the status subresource. Every run is
 //! under tokio's paused clock against the embedded server in-process, so counts are exact.
 
-use controlloop_book::lab::status_hatch::{self, Design, generation, run, timeline};
+use controlloop_book::lab::status_record::{self, Design, generation, run, timeline};
 
 fn expected() -> Vec<u64> {
     timeline().iter().map(|s| s.expected).collect()
 }
 
 #[test]
-fn the_hatch_acts_exactly_once_per_real_switch_on() {
-    let r = run(Design::StatusHatch);
+fn the_status_record_acts_exactly_once_per_real_switch_on() {
+    let r = run(Design::StatusRecord);
     assert_eq!(r.actions_per_step, expected());
     assert_eq!(r.actions_per_step.iter().sum::<u64>(), 3);
     assert!(r.correct);
@@ -32,8 +32,8 @@ fn event_old_new_misses_a_switch_on_dropped_before_a_restart() {
 }
 
 #[test]
-fn the_hatchs_own_status_writes_come_back_as_events_and_act_on_nothing() {
-    let r = run(Design::StatusHatch);
+fn the_status_records_own_status_writes_come_back_as_events_and_act_on_nothing() {
+    let r = run(Design::StatusRecord);
     assert_eq!(r.status_writes, 6);
     assert_eq!(r.own_status_events, r.status_writes);
     // Every status event cost a reconcile, and none of them an action (the per-step counts
@@ -69,10 +69,10 @@ fn an_observed_generation_record_never_catches_up_without_the_status_subresource
 
 #[test]
 fn the_checks_fail_when_a_broken_design_stands_in_or_the_rules_are_doctored() {
-    let (_, runs) = status_hatch::table();
-    status_hatch::check(&runs);
+    let (_, runs) = status_record::table();
+    status_record::check(&runs);
     let swapped = [runs[1].clone(), runs[1].clone(), runs[2].clone()];
-    assert!(std::panic::catch_unwind(|| status_hatch::check(&swapped)).is_err());
+    assert!(std::panic::catch_unwind(|| status_record::check(&swapped)).is_err());
     let mut rules = generation::rules();
     rules.without_status = rules.with_status.clone(); // status as if a subresource
     assert!(std::panic::catch_unwind(|| generation::check_rules(&rules)).is_err());
@@ -83,8 +83,12 @@ fn the_checks_fail_when_a_broken_design_stands_in_or_the_rules_are_doctored() {
 
 #[test]
 fn every_design_gives_the_same_run_ten_times() {
-    let (_, first) = status_hatch::table();
+    let (_, first) = status_record::table();
     for i in 1..10 {
-        assert_eq!(status_hatch::table().1, first, "run {i} differs from run 0");
+        assert_eq!(
+            status_record::table().1,
+            first,
+            "run {i} differs from run 0"
+        );
     }
 }

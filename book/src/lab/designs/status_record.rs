@@ -1,11 +1,11 @@
 //! Chapter 08's three designs of a controller that must act once each time a widget is switched
-//! on, which chapters 15 and 17 run too: the status hatch ([`start_hatch`]), the last level in
+//! on, which chapters 15 and 17 run too: the status record ([`start_record`]), the last level in
 //! memory ([`start_memory`]) and the event's old and new objects ([`start_event`]), each as a
-//! [`Process`] runs it ([`Wired`]). Chapter 08's experiment ([`crate::lab::status_hatch`]) runs
+//! [`Process`] runs it ([`Wired`]). Chapter 08's experiment ([`crate::lab::status_record`]) runs
 //! them through its timeline.
 //!
 //! # Differences from upstream
-//! The book's `Widget` has no status field for this record, so the hatch keeps it in
+//! The book's `Widget` has no status field for this record, so the status record keeps it in
 //! `status.message` (`"acted on enabled=true"`). A real CRD would give it a field or a
 //! condition of its own.
 
@@ -48,7 +48,7 @@ pub fn enabled(w: &Widget) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// The level the hatch last acted on, as recorded in `status.message`; `None` if never.
+/// The level the status record last acted on, as recorded in `status.message`; `None` if never.
 pub fn recorded(w: &Widget) -> Option<bool> {
     match w.status.as_ref()?.message.as_deref()? {
         "acted on enabled=true" => Some(true),
@@ -76,16 +76,16 @@ impl Actions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Design {
     /// Record the level acted on in status; compare it with the current level.
-    StatusHatch,
+    StatusRecord,
     /// **Broken**: remember the last level seen in memory (false until seen).
     MemoryLastSeen,
     /// **Broken**: act on an update event whose old object is off and new object is on.
     EventOldNew,
 }
 
-/// Counters of one hatch process, for the idempotency claim.
+/// Counters of one controller process, for the idempotency claim.
 #[derive(Default)]
-pub struct HatchCounts {
+pub struct RecordCounts {
     status_writes: AtomicU64,
     /// Resource versions our own status writes produced.
     own_rvs: Mutex<Vec<String>>,
@@ -93,7 +93,7 @@ pub struct HatchCounts {
     own_status_events: AtomicU64,
 }
 
-impl HatchCounts {
+impl RecordCounts {
     /// Records one status write of ours, by the resourceVersion it produced.
     pub fn wrote(&self, written: &Widget) {
         self.status_writes.fetch_add(1, Ordering::SeqCst);
@@ -102,7 +102,7 @@ impl HatchCounts {
         }
     }
 
-    /// Status writes recorded by [`HatchCounts::wrote`].
+    /// Status writes recorded by [`RecordCounts::wrote`].
     pub fn status_writes(&self) -> u64 {
         self.status_writes.load(Ordering::SeqCst)
     }
@@ -126,17 +126,17 @@ impl HatchCounts {
     }
 }
 
-/// How long a hatch reconcile works before it acts and records: it leaves a window in which
+/// How long a status record reconcile works before it acts and records: it leaves a window in which
 /// the server holds a change the controller has not yet observed.
 pub const WORK: Duration = Duration::from_millis(100);
 
-/// The hatch's reconcile: compare the level now with the level recorded, act on a switch-on,
+/// The status record's reconcile: compare the level now with the level recorded, act on a switch-on,
 /// record what was acted on (and the generation seen, as `observedGeneration`).
-// book: ch08_hatch
-pub async fn hatch_reconcile(
+// book: ch08_record
+pub async fn record_reconcile(
     api: Api<Widget>,
     actions: Arc<Actions>,
-    counts: Arc<HatchCounts>,
+    counts: Arc<RecordCounts>,
     request: Request,
     ctx: Context<Widget>,
 ) -> Result<ReconcileResult, ReconcileError> {
@@ -168,29 +168,29 @@ pub async fn hatch_reconcile(
     counts.wrote(&written);
     Ok(ReconcileResult::done())
 }
-// book: end ch08_hatch
+// book: end ch08_record
 
 /// How a design's controller is built on a process's informer.
 pub type Start =
-    fn(&Informer<Widget>, &Api<Widget>, Arc<Actions>, Arc<HatchCounts>) -> Controller<Widget>;
+    fn(&Informer<Widget>, &Api<Widget>, Arc<Actions>, Arc<RecordCounts>) -> Controller<Widget>;
 
-/// [`Design::StatusHatch`]: the controller whose reconciler is [`hatch_reconcile`].
-// book: ch08_start_hatch
-pub fn start_hatch(
+/// [`Design::StatusRecord`]: the controller whose reconciler is [`record_reconcile`].
+// book: ch08_start_record
+pub fn start_record(
     informer: &Informer<Widget>,
     api: &Api<Widget>,
     actions: Arc<Actions>,
-    counts: Arc<HatchCounts>,
+    counts: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     counts.listen(informer); // counts the update events our own status writes cause
     let api = api.clone();
-    Controller::builder("status-hatch") // no predicate: our own status events come back too
+    Controller::builder("status-record") // no predicate: our own status events come back too
         .build(informer, move |request, ctx| {
-            hatch_reconcile(api.clone(), actions.clone(), counts.clone(), request, ctx)
+            record_reconcile(api.clone(), actions.clone(), counts.clone(), request, ctx)
         })
         .expect("a named controller on a fresh informer builds")
 }
-// book: end ch08_start_hatch
+// book: end ch08_start_record
 
 /// [`Design::MemoryLastSeen`]: the last level seen, per key, in process memory.
 // book: ch08_memory
@@ -198,7 +198,7 @@ pub fn start_memory(
     informer: &Informer<Widget>,
     _: &Api<Widget>,
     actions: Arc<Actions>,
-    _: Arc<HatchCounts>,
+    _: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     let last_seen: Arc<Mutex<HashMap<Request, bool>>> = Arc::default();
     Controller::builder("memory-last-seen")
@@ -242,7 +242,7 @@ pub fn start_event(
     informer: &Informer<Widget>,
     _: &Api<Widget>,
     actions: Arc<Actions>,
-    _: Arc<HatchCounts>,
+    _: Arc<RecordCounts>,
 ) -> Controller<Widget> {
     Controller::builder("event-old-new")
         .with_predicate(SwitchedOn)
@@ -261,7 +261,7 @@ impl Design {
     /// How this design's controller is built.
     pub fn start(self) -> Start {
         match self {
-            Design::StatusHatch => start_hatch,
+            Design::StatusRecord => start_record,
             Design::MemoryLastSeen => start_memory,
             Design::EventOldNew => start_event,
         }
@@ -269,14 +269,14 @@ impl Design {
 }
 
 /// A design's controller as a [`Process`] runs it: how it is built, and the world's log and the
-/// hatch's counters, which survive every restart (keeps I2).
+/// status record's counters, which survive every restart (keeps I2).
 pub struct Wired {
     /// Builds the design's controller.
     pub start: Start,
     /// The world's log of actions.
     pub actions: Arc<Actions>,
-    /// The hatch's status writes, and their events heard.
-    pub counts: Arc<HatchCounts>,
+    /// The status record's status writes, and their events heard.
+    pub counts: Arc<RecordCounts>,
 }
 
 // book: ch08_process

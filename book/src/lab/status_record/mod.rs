@@ -12,7 +12,7 @@
 //! ```
 //!
 //! The three designs ([`Design`]):
-//! - [`Design::StatusHatch`] records, in the object's status, the level it last acted on, and
+//! - [`Design::StatusRecord`] records, in the object's status, the level it last acted on, and
 //!   derives the transition by comparing that record with the current level.
 //! - [`Design::MemoryLastSeen`] keeps the last level it saw in process memory (default false).
 //! - [`Design::EventOldNew`] acts when an update event's old object says false and its new one
@@ -28,7 +28,7 @@
 //!    one; only the cluster and the action log survive.
 //!
 //! # Differences from upstream
-//! The book's `Widget` has no status field for this record, so the hatch keeps it in
+//! The book's `Widget` has no status field for this record, so the status record keeps it in
 //! `status.message` (`"acted on enabled=true"`). A real CRD would give it a field or a
 //! condition of its own.
 
@@ -39,9 +39,9 @@ use serde::Serialize;
 
 pub mod generation;
 
-pub use crate::lab::designs::hatch::{
-    Actions, Design, ENABLED, HatchCounts, NAMESPACE, OBJECT, Start, SwitchedOn, WORK, Wired,
-    enabled, hatch_reconcile, recorded, set_annotation, start_event, start_hatch, start_memory,
+pub use crate::lab::designs::status_record::{
+    Actions, Design, ENABLED, NAMESPACE, OBJECT, RecordCounts, Start, SwitchedOn, WORK, Wired,
+    enabled, record_reconcile, recorded, set_annotation, start_event, start_memory, start_record,
 };
 use crate::lab::rig::Process;
 use controlloop::{
@@ -111,7 +111,7 @@ pub struct Run {
     pub correct: bool,
     /// Reconciles over the whole run (all processes).
     pub reconciles: u64,
-    /// Status writes (the hatch only).
+    /// Status writes (the status record only).
     pub status_writes: u64,
     /// Update events whose object is one of this controller's own status writes.
     pub own_status_events: u64,
@@ -148,7 +148,7 @@ async fn run_async(design: Design, start: Start) -> Run {
     let created = api.create(&PostParams::default(), &w).await;
     created.expect("creating the widget");
     let actions = Arc::new(Actions::default()); // the world's log: survives every restart
-    let counts = Arc::new(HatchCounts::default()); // status writes, and their events heard
+    let counts = Arc::new(RecordCounts::default()); // status writes, and their events heard
     let wired = Wired {
         start,
         actions: actions.clone(),
@@ -215,15 +215,15 @@ pub struct Row {
     pub step: &'static str,
     /// Actions a correct controller takes.
     pub expected: u64,
-    /// The status hatch's actions.
-    pub status_hatch: u64,
+    /// The status record's actions.
+    pub status_record: u64,
     /// The in-memory design's actions.
     pub memory_last_seen: u64,
     /// The event design's actions.
     pub event_old_new: u64,
 }
 
-/// Lines the three designs' actions up step by step (runs in [`Design`] order: hatch,
+/// Lines the three designs' actions up step by step (runs in [`Design`] order: status record,
 /// memory, event).
 pub fn rows(runs: &[Run; 3]) -> Vec<Row> {
     timeline()
@@ -232,7 +232,7 @@ pub fn rows(runs: &[Run; 3]) -> Vec<Row> {
         .map(|(i, s)| Row {
             step: s.what,
             expected: s.expected,
-            status_hatch: runs[0].actions_per_step[i],
+            status_record: runs[0].actions_per_step[i],
             memory_last_seen: runs[1].actions_per_step[i],
             event_old_new: runs[2].actions_per_step[i],
         })
@@ -242,40 +242,40 @@ pub fn rows(runs: &[Run; 3]) -> Vec<Row> {
 /// Runs all three designs and lines their actions up step by step.
 pub fn table() -> (Vec<Row>, [Run; 3]) {
     let runs = [
-        run(Design::StatusHatch),
+        run(Design::StatusRecord),
         run(Design::MemoryLastSeen),
         run(Design::EventOldNew),
     ];
     (rows(&runs), runs)
 }
 
-/// Checks chapter 08's claims: the hatch is right at every step, each broken design is wrong
-/// at some step, and the hatch's own status writes came back as events without an action.
+/// Checks chapter 08's claims: the status record is right at every step, each broken design is wrong
+/// at some step, and the status record's own status writes came back as events without an action.
 pub fn check(runs: &[Run; 3]) {
-    let [hatch, memory, event] = runs;
+    let [record, memory, event] = runs;
     assert!(
-        hatch.correct,
-        "the status hatch missed or repeated an action"
+        record.correct,
+        "the status record missed or repeated an action"
     );
     assert!(!memory.correct, "in-memory last-seen survived a restart?");
     assert!(
         !event.correct,
         "old-vs-new survived a dropped event and a restart?"
     );
-    assert!(hatch.status_writes > 0);
+    assert!(record.status_writes > 0);
     assert_eq!(
-        hatch.own_status_events, hatch.status_writes,
+        record.own_status_events, record.status_writes,
         "every status write of ours came back as an event"
     );
 }
 
 /// Runs the table and the generation experiments, checks them and records the chapter's
 /// snapshots.
-pub fn status_hatch() {
+pub fn status_record() {
     let (rows, runs) = table();
     check(&runs);
     crate::kit::snap::yaml("ch08_flips", &rows, vec![]);
-    crate::kit::snap::yaml("ch08_hatch_run", &runs[0], vec![]);
+    crate::kit::snap::yaml("ch08_record_run", &runs[0], vec![]);
     let rules = generation::rules();
     generation::check_rules(&rules);
     crate::kit::snap::text("ch08_generation_rules", generation::rules_table(&rules));
