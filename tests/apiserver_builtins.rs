@@ -143,6 +143,19 @@ async fn a_deployment_gets_its_defaults_generation_and_status_subresource() {
     .await
     .unwrap();
     assert_eq!(scaled.metadata.generation, Some(2));
+    // Its scale subresource, which kube-apiserver serves, is refused with a message saying so.
+    let unserved = match within("get its scale", deployments.get_scale("d")).await {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected a 404, got {other:?}"),
+    };
+    assert_eq!(unserved.code, 404);
+    assert!(
+        unserved
+            .message
+            .contains("served by kube-apiserver but not by this embedded server"),
+        "{}",
+        unserved.message
+    );
     let annotated = within(
         "annotate",
         deployments.patch(

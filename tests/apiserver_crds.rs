@@ -1031,3 +1031,212 @@ async fn a_rule_too_costly_for_its_values_is_refused_not_run() {
         .await
         .expect("the same rule on a few values runs");
 }
+
+fn with_scale(scale: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pools.shop.example.com"},
+        "spec": {
+            "group": "shop.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "pools", "singular": "pool", "kind": "Pool", "listKind": "PoolList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}, "scale": scale}}],
+        },
+    })
+}
+
+fn pools(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("shop.example.com", "v1", "Pool");
+    Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "pools"),
+    )
+}
+
+fn pool(name: &str, spec: Value) -> DynamicObject {
+    let mut o = DynamicObject::new(
+        name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("shop.example.com", "v1", "Pool"),
+            "pools",
+        ),
+    );
+    o.data = json!({"spec": spec});
+    o
+}
+
+/// Teaches: a CRD's `scale` subresource serves an `autoscaling/v1` Scale read from the paths
+/// it names, and a write to it changes the object's spec through the object's own update
+/// (apiextensions-apiserver v0.37.2 `pkg/registry/customresource/etcd.go`, `ScaleREST`).
+#[tokio::test(start_paused = true)]
+async fn the_scale_subresource_reads_and_writes_the_named_replicas() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let scale = json!({"specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"});
+    install_json(&client, with_scale(scale)).await;
+    let discovery: Value = within(
+        "discovery never answered",
+        client.request(
+            http::Request::get("/apis/shop.example.com/v1")
+                .body(vec![])
+                .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    let names: Vec<&str> = discovery["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pools", "pools/status", "pools/scale"]);
+    assert_eq!(discovery["resources"][2]["kind"], "Scale");
+    assert_eq!(discovery["resources"][2]["group"], "autoscaling");
+
+    let api = pools(&client);
+    let created = within(
+        "create",
+        api.create(&PostParams::default(), &pool("a", json!({"replicas": 2}))),
+    )
+    .await
+    .unwrap();
+    let mut status = created.clone();
+    status.data["status"] = json!({"replicas": 1, "selector": "app=a"});
+    within(
+        "status write",
+        api.replace_status("a", &PostParams::default(), &status),
+    )
+    .await
+    .unwrap();
+    let scale = within("get scale", api.get_scale("a")).await.unwrap();
+    assert_eq!(scale.spec.as_ref().unwrap().replicas, Some(2));
+    let st = scale.status.as_ref().unwrap();
+    assert_eq!((st.replicas, st.selector.as_deref()), (1, Some("app=a")));
+    assert_eq!(scale.metadata.name.as_deref(), Some("a"));
+    assert_eq!(scale.metadata.uid, created.metadata.uid);
+
+    // A merge patch of the Scale: the object's spec moves, and with it its generation.
+    let patch = Patch::Merge(json!({"spec": {"replicas": 5}}));
+    let scaled = within(
+        "patch scale",
+        api.patch_scale("a", &PatchParams::default(), &patch),
+    )
+    .await
+    .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(5));
+    let now = within("get", api.get("a")).await.unwrap();
+    assert_eq!(now.data["spec"]["replicas"], 5);
+    assert_eq!(now.metadata.generation, Some(2));
+    assert_eq!(
+        scaled.metadata.resource_version,
+        now.metadata.resource_version
+    );
+
+    // A replace carrying a stale resourceVersion is a conflict on the object.
+    let mut stale = scale.clone();
+    stale.spec.as_mut().unwrap().replicas = Some(7);
+    let conflict = status_of(
+        within(
+            "replace scale",
+            api.replace_scale("a", &PostParams::default(), &stale),
+        )
+        .await,
+    );
+    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
+    stale.metadata.resource_version = None;
+    let replaced = within(
+        "replace scale",
+        api.replace_scale("a", &PostParams::default(), &stale),
+    )
+    .await
+    .unwrap();
+    assert_eq!(replaced.spec.unwrap().replicas, Some(7));
+
+    // Every write of the object keeps the replicas fields integers of int32's range.
+    let bad = status_of(
+        within(
+            "create",
+            api.create(&PostParams::default(), &pool("b", json!({"replicas": -1}))),
+        )
+        .await,
+    );
+    assert_eq!(
+        causes(&bad),
+        [(
+            ".spec.replicas".to_string(),
+            "FieldValueInvalid".to_string(),
+            "Invalid value: -1: should be a non-negative integer".to_string()
+        )]
+    );
+
+    // An object without the spec replicas field: GET is a 500 naming it, and a patch that
+    // does not set it is a 400.
+    within(
+        "create",
+        api.create(&PostParams::default(), &pool("c", json!({}))),
+    )
+    .await
+    .unwrap();
+    let missing = status_of(within("get scale", api.get_scale("c")).await);
+    assert_eq!(
+        (missing.code, missing.reason.as_str()),
+        (500, "InternalError")
+    );
+    assert_eq!(
+        missing.message,
+        "Internal error occurred: the spec replicas field \".spec.replicas\" does not exist"
+    );
+    let label = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
+    let empty = status_of(
+        within(
+            "patch scale",
+            api.patch_scale("c", &PatchParams::default(), &label),
+        )
+        .await,
+    );
+    assert_eq!(
+        (empty.code, empty.message.as_str()),
+        (
+            400,
+            "the spec replicas field \".spec.replicas\" cannot be empty"
+        )
+    );
+}
+
+/// Teaches: a CRD's scale paths must lie under `.spec` and `.status`, with upstream's causes
+/// (`ValidateCustomResourceDefinitionSubresources`), at `spec.subresources` when every version
+/// shares them.
+#[tokio::test(start_paused = true)]
+async fn a_crd_with_scale_paths_outside_spec_and_status_is_refused() {
+    let client = Cluster::new(Default::default()).in_process_client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(with_scale(
+        json!({"specReplicasPath": "spec.replicas", "statusReplicasPath": ".spec.replicas"}),
+    ))
+    .unwrap();
+    let refused = status_of(within("create", crds.create(&PostParams::default(), &crd)).await);
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        causes(&refused),
+        [
+            (
+                "spec.subresources.scale.specReplicasPath".to_string(),
+                "FieldValueInvalid".to_string(),
+                "Invalid value: \"spec.replicas\": must be a simple json path starting with ."
+                    .to_string()
+            ),
+            (
+                "spec.subresources.scale.statusReplicasPath".to_string(),
+                "FieldValueInvalid".to_string(),
+                "Invalid value: \".spec.replicas\": should be a json path under .status"
+                    .to_string()
+            ),
+        ]
+    );
+}

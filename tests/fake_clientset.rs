@@ -175,6 +175,9 @@ fn at_v0_38_a_delete_moves_the_counter_and_a_failed_one_does_not() {
 #[test]
 fn at_v0_38_a_watch_replays_the_deletions_after_its_version_first() {
     type Mutate = fn(&FakeClientset);
+    /// A case's name, its change after the list, the watch's namespace and resourceVersion,
+    /// and the events it must replay.
+    type Case<'a> = (&'a str, Mutate, Option<&'a str>, &'a str, &'a [&'a str]);
     let delete_three_then_one: Mutate = |f| {
         f.delete::<ConfigMap>("b", "three").unwrap();
         f.delete::<ConfigMap>("a", "one").unwrap();
@@ -184,7 +187,7 @@ fn at_v0_38_a_watch_replays_the_deletions_after_its_version_first() {
         f.delete::<ConfigMap>("a", "one").unwrap();
         f.create("a", &cm("one", &[], "1")).unwrap();
     };
-    let cases: [(&str, Mutate, Option<&str>, &str, &[&str]); 6] = [
+    let cases: [Case; 6] = [
         (
             "deleted-in-all-namespaces",
             delete_three_then_one,

@@ -44,7 +44,7 @@
 //!   `pattern` is compiled by the `regex` crate: RE2 syntax, as Go's `regexp`, but a pattern
 //!   at the edges of either (a Unicode class one of them lacks) may be taken by one and
 //!   refused by the other.
-//! - The `scale` subresource, `additionalPrinterColumns` (no server-side tables),
+//! - `additionalPrinterColumns` (no server-side tables),
 //!   `selectableFields` and the schema's validation ratcheting are not served (the CEL
 //!   rules' is); a version's `subresources`
 //!   apply as the storage version's declares them.
@@ -59,6 +59,7 @@ use serde_json::{Value, json};
 use super::customresourcedefinition::storage_version;
 use super::kinds::{CRDS, Decode, Kind};
 use super::registry::Entry;
+use super::scale::ScalePaths;
 use super::schema::Schema;
 use super::storage::{Preconditions, Storage};
 use super::validation::NameRule;
@@ -267,6 +268,7 @@ fn entry_of(crd: &Value, established_at: Option<tokio::time::Instant>) -> Option
                 .filter_map(|s| s.as_str().map(str::to_string))
                 .collect(),
             status_subresource: v["subresources"]["status"].is_object(),
+            scale: ScalePaths::read(&v["subresources"]).map(Arc::new),
             tracks_generation: true,
             unconditional_update: false,
             patch_schema: None,

@@ -38,6 +38,17 @@ fn resources(reg: &Registry, group: &str, version: &str) -> Vec<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if k.scale.is_some() {
+            out.push(json!({
+                "name": format!("{}/scale", k.plural),
+                "singularName": "",
+                "namespaced": k.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     out
 }

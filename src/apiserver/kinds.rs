@@ -42,6 +42,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use std::sync::Arc;
 
 use super::customresourcedefinition as crd;
+use super::scale::ScalePaths;
 use super::schema::{self, Schema};
 use super::strategy::{self, Hooks};
 
@@ -59,6 +60,8 @@ pub(crate) struct Kind {
     pub short_names: Vec<String>,
     /// The `/status` subresource: the main endpoint ignores `status`, `/status` writes only it.
     pub status_subresource: bool,
+    /// The `/scale` subresource's paths (a custom resource whose CRD declares one).
+    pub scale: Option<Arc<ScalePaths>>,
     /// `metadata.generation` is kept (starts at 1, bumps when the spec changes).
     pub tracks_generation: bool,
     /// An update without `metadata.resourceVersion` is allowed (no optimistic concurrency).
@@ -254,6 +257,7 @@ impl Kind {
             list_kind: format!("{kind}List"),
             short_names: short_names.iter().map(|s| s.to_string()).collect(),
             status_subresource: false,
+            scale: None,
             tracks_generation: false,
             unconditional_update: true,
             patch_schema: None,
@@ -504,6 +508,9 @@ impl Kind {
         }
         if let Decode::Schema(schema) = &self.decode {
             schema.validate(v, "", &mut more);
+            if let Some(scale) = &self.scale {
+                scale.causes(v, true, &mut more);
+            }
             if create {
                 schema.evaluate_rules(v, None, &mut more);
             }

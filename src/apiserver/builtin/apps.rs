@@ -11,7 +11,8 @@
 //! set to its generation on create and bumped with template changes.
 //!
 //! # Differences from upstream
-//! - No `scale` subresource; `kubectl scale` and the HPA's scale client get 404.
+//! - No `scale` subresource: `kubectl scale` and the HPA's scale client get a 404 that says
+//!   this server does not serve it.
 //! - The StatefulSet's `volumeClaimTemplates` are neither defaulted nor validated, and its
 //!   spec's other immutable fields (all but replicas, template, update strategy, ordinals,
 //!   persistentVolumeClaimRetentionPolicy and minReadySeconds) are not checked on update.

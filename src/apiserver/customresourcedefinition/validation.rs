@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::apiserver::scale;
 use crate::apiserver::schema::{Cause, Schema};
 
 /// The names a CRD's spec must carry, and the path they are reported at.
@@ -121,6 +122,21 @@ fn versions(spec: &Value, causes: &mut Vec<Cause>) {
             }
             _ => causes.push((path, "FieldValueRequired", "Required value".into())),
         }
+    }
+    // Subresources every version shares are hoisted the same way, to `spec.subresources`.
+    let shared = versions
+        .windows(2)
+        .all(|w| w[0]["subresources"] == w[1]["subresources"]);
+    for (i, v) in versions.iter().enumerate() {
+        if shared && i > 0 {
+            break;
+        }
+        let path = if shared {
+            "spec.subresources".to_string()
+        } else {
+            format!("spec.versions[{i}].subresources")
+        };
+        scale::crd_causes(&v["subresources"], &path, causes);
     }
 }
 

@@ -52,7 +52,7 @@ use super::crd_controllers;
 use super::errors::ApiError;
 use super::field_validation::{self, Directive};
 use super::kinds::{CRDS, Kind, NAMESPACES};
-use super::patch::{Patch, PatchType};
+use super::patch::PatchType;
 use super::registry::Registry;
 use super::storage::{Preconditions, SWEEP_STEP, Storage, Stored, Sweep, UpdateMode};
 use super::validation;
@@ -132,6 +132,8 @@ struct Target {
     /// Which part of the object a write changes: the object, `/status`, or a namespace's
     /// `/finalize`.
     mode: UpdateMode,
+    /// The path is the object's `/scale` subresource (`mode` is then `Main`).
+    scale: bool,
 }
 
 fn route(reg: &Registry, segments: &[&str], path: &str) -> Result<Target, ApiError> {
@@ -165,8 +167,19 @@ fn route(reg: &Registry, segments: &[&str], path: &str) -> Result<Target, ApiErr
         (true, ns, _) => ns,
         (false, None, _) => Some(""),
     };
+    let scale = sub == Some("scale") && def.scale.is_some();
+    // kube-apiserver serves `scale` for these built-in workloads; this server does not, and
+    // says so rather than answer as if there were no such subresource.
+    if sub == Some("scale")
+        && def.crd.is_none()
+        && def.group == "apps"
+        && matches!(def.kind.as_str(), "Deployment" | "StatefulSet")
+    {
+        return Err(ApiError::scale_not_served(&def.plural));
+    }
     let mode = match sub {
         None => UpdateMode::Main,
+        Some("scale") if scale => UpdateMode::Main,
         Some("status") if def.status_subresource => UpdateMode::Status,
         Some("finalize") if kind == NAMESPACES => UpdateMode::Finalize,
         Some(_) => return Err(ApiError::no_such_path(path)),
@@ -183,6 +196,7 @@ fn route(reg: &Registry, segments: &[&str], path: &str) -> Result<Target, ApiErr
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         mode,
+        scale,
     })
 }
 
@@ -322,6 +336,13 @@ async fn dispatch(
         ));
     }
     let mode = t.mode;
+    if t.scale {
+        let (ns, name) = (t.namespace.as_deref(), t.name.as_deref());
+        let (Some(ns), Some(name)) = (ns, name) else {
+            return Err(ApiError::no_such_path(&path));
+        };
+        return scale(cluster, &t, ns, name, req, &content_type, dry_run).await;
+    }
     // `namespaces/finalize` serves PUT only (its REST has no getter, so no GET or PATCH).
     if mode == UpdateMode::Finalize && method != Method::PUT {
         return Err(ApiError::method_not_allowed(method.as_str(), &path));
@@ -386,7 +407,8 @@ async fn dispatch(
                 dry_run,
                 fields,
             };
-            let (stored, warnings) = patch_object(cluster, &t, ns, name, &patch, write).await?;
+            let edit = |cur| patch.apply(cur, k, name);
+            let (stored, warnings) = patch_object(cluster, &t, ns, name, &edit, write).await?;
             Ok(warned(
                 object_response(StatusCode::OK, k, &stored),
                 &warnings,
@@ -566,7 +588,7 @@ async fn patch_object(
     t: &Target,
     ns: &str,
     name: &str,
-    patch: &Patch,
+    edit: &(dyn Fn(Value) -> Result<Value, ApiError> + Sync),
     write: PatchWrite,
 ) -> Result<(Arc<Stored>, Vec<String>), ApiError> {
     let PatchWrite {
@@ -582,7 +604,7 @@ async fn patch_object(
         let Some(cur) = read else {
             return Err(ApiError::not_found(&k.group, &k.plural, name));
         };
-        let patched = patch.apply(k.present_value(cur.value()), k, name)?;
+        let patched = edit(k.present_value(cur.value()))?;
         let patched = without_status(k, mode, patched);
         let (obj, warnings) = if fields == Directive::Ignore {
             (k.prepare(ns, Some(name), patched)?, Vec::new())
@@ -616,6 +638,92 @@ async fn patch_object(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(PATCH_BACKOFF_MAX);
     }
+}
+
+/// The `/scale` subresource of a custom resource whose CRD declares one (`scale` I1 to I3):
+/// `GET` the object's `Scale`, `PUT` one, or `PATCH` it (merge, JSON or strategic merge patch,
+/// which a `Scale` serves as a built-in type); a write changes the object's spec replicas
+/// field through the object's own update and answers with the new `Scale`.
+async fn scale(
+    cluster: &Cluster,
+    t: &Target,
+    ns: &str,
+    name: &str,
+    req: Request,
+    content_type: &str,
+    dry_run: bool,
+) -> Result<Response, ApiError> {
+    let k: &Kind = &t.def;
+    let paths = k.scale.clone().expect("routed only for kinds with scale");
+    let scale_of = |obj: &Value| {
+        paths
+            .scale_of(obj)
+            .map_err(|e| ApiError::internal_cause(&e))
+    };
+    let method = req.method().clone();
+    let new_scale: Box<dyn Fn(Value) -> Result<Value, ApiError> + Send + Sync> = match method {
+        Method::GET => {
+            let read = cluster.shared.storage.lock().get(t.kind, ns, name);
+            let cur = read.ok_or_else(|| ApiError::not_found(&k.group, &k.plural, name))?;
+            let (scale, found) = scale_of(&k.present_value(cur.value()))?;
+            if !found {
+                return Err(ApiError::internal_cause(&format!(
+                    "the spec replicas field {:?} does not exist",
+                    paths.spec_replicas
+                )));
+            }
+            return Ok(json_response(StatusCode::OK, scale.to_string()));
+        }
+        Method::PUT => {
+            let body = read_json(cluster, req).await?;
+            let given = body["metadata"]["name"].as_str().unwrap_or(name);
+            if given != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({given}) does not match the name in the path ({name})"
+                )));
+            }
+            if !body.is_object() || body.get("kind").is_some_and(|v| v != "Scale") {
+                return Err(ApiError::bad_request(
+                    "the body of a scale subresource write must be an autoscaling/v1 Scale",
+                ));
+            }
+            Box::new(move |_| Ok(body.clone()))
+        }
+        Method::PATCH => {
+            let patch_type = match content_type {
+                // A Scale is a built-in type without lists: a strategic merge patch merges as
+                // a merge patch does.
+                "application/strategic-merge-patch+json" => PatchType::Merge,
+                other => PatchType::from_content_type(other, k)?,
+            };
+            let patch = patch_type.parse(read_json(cluster, req).await?)?;
+            let (kind, name) = (t.def.clone(), name.to_string());
+            Box::new(move |base| patch.apply(base, &kind, &name))
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                method.as_str(),
+                req.uri().path(),
+            ));
+        }
+    };
+    let edit = |mut obj: Value| {
+        let base = paths
+            .patch_base(&obj)
+            .map_err(|e| ApiError::internal_cause(&e))?;
+        paths
+            .apply(&mut obj, &new_scale(base)?)
+            .map_err(ApiError::bad_request)?;
+        Ok(obj)
+    };
+    let write = PatchWrite {
+        mode: UpdateMode::Main,
+        dry_run,
+        fields: Directive::Ignore,
+    };
+    let (stored, _) = patch_object(cluster, t, ns, name, &edit, write).await?;
+    let (scale, _) = scale_of(&k.present_value(stored.value()))?;
+    Ok(json_response(StatusCode::OK, scale.to_string()))
 }
 
 /// How a patch is written: to the object or its status, for real or as a dry run, and what

@@ -663,6 +663,76 @@ pub static SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "crd_scale",
+        on: On::Both,
+        what: "a CRD's scale subresource: a Scale read from the named paths and written \
+               through the object's own update; the replicas fields checked on every write",
+        run: |s| Box::pin(scenarios_crds::crd_scale(s)),
+        expect: &[
+            field(
+                "discovery of the version",
+                200,
+                "/resources/2/name",
+                "\"pools/scale\"",
+            ),
+            field(
+                "discovery of the version",
+                200,
+                "/resources/2/group",
+                "\"autoscaling\"",
+            ),
+            field(
+                "discovery of the version",
+                200,
+                "/resources/2/kind",
+                "\"Scale\"",
+            ),
+            field("get scale", 200, "/apiVersion", "\"autoscaling/v1\""),
+            field("get scale", 200, "/spec/replicas", "2"),
+            field(
+                "get scale",
+                200,
+                "/status",
+                r#"{"replicas":1,"selector":"app=p"}"#,
+            ),
+            field("get scale", 200, "/metadata/name", "\"p\""),
+            field("patch scale", 200, "/spec/replicas", "5"),
+            field("get after the patch", 200, "/spec/replicas", "5"),
+            field("get after the patch", 200, "/metadata/generation", "2"),
+            field(
+                "replace scale at a stale resourceVersion",
+                409,
+                "/reason",
+                "\"Conflict\"",
+            ),
+            field(
+                "create with negative replicas",
+                422,
+                "/details/causes",
+                r#"[{"field":".spec.replicas","message":"Invalid value: -1: should be a non-negative integer","reason":"FieldValueInvalid"}]"#,
+            ),
+            code("create without replicas", 201),
+            field(
+                "get scale without replicas",
+                500,
+                "/message",
+                r#""Internal error occurred: the spec replicas field \".spec.replicas\" does not exist""#,
+            ),
+            field(
+                "patch scale not setting replicas",
+                400,
+                "/message",
+                r#""the spec replicas field \".spec.replicas\" cannot be empty""#,
+            ),
+            field(
+                "create a CRD with its status path under spec",
+                422,
+                "/details/causes/0/field",
+                "\"spec.subresources.scale.statusReplicasPath\"",
+            ),
+        ],
+    },
+    Scenario {
         name: "crd_versions",
         on: On::Both,
         what: "a CRD's versions: served or not, stored at one, read at another; a version \

@@ -272,6 +272,85 @@ pub(super) async fn crd_status(s: &mut Session) -> Result<(), ConformanceError> 
     remove(s, &name).await
 }
 
+/// A CRD with the scale subresource: discovery, a `Scale` read from the named paths, a patch
+/// and a stale replace of it, the replicas fields' checks on every write, an object without
+/// the spec replicas field, and a CRD whose status path lies under `.spec`.
+pub(super) async fn crd_scale(s: &mut Session) -> Result<(), ConformanceError> {
+    let g = group(s);
+    let path = format!("/apis/{g}/v1/namespaces/{{ns}}/pools");
+    let name = format!("pools.{g}");
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+        "status": {"type": "object", "properties": {
+            "replicas": {"type": "integer"}, "selector": {"type": "string"}}}}});
+    let scale = |status_path: &str| {
+        let mut v = version("v1", true, schema.clone());
+        v["subresources"]["scale"] = json!({"specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": status_path, "labelSelectorPath": ".status.selector"});
+        v
+    };
+    install(
+        s,
+        crd(&g, "Pool", json!([scale(".status.replicas")])),
+        &path,
+    )
+    .await?;
+    s.get("discovery of the version", &format!("/apis/{g}/v1"))
+        .await?;
+    let pool = |name: &str, spec: Value| {
+        json!({"apiVersion": format!("{g}/v1"), "kind": "Pool",
+               "metadata": {"name": name}, "spec": spec})
+    };
+    let created = s
+        .post("create", &path, pool("p", json!({"replicas": 2})))
+        .await?;
+    let v1 = rv(s, "create", &created)?;
+    let mut status = created.clone();
+    status["status"] = json!({"replicas": 1, "selector": "app=p"});
+    s.put("status write", &format!("{path}/p/status"), at(status, &v1))
+        .await?;
+    let scale_path = format!("{path}/p/scale");
+    s.get("get scale", &scale_path).await?;
+    s.patch(
+        "patch scale",
+        &scale_path,
+        Body::Merge,
+        json!({"spec": {"replicas": 5}}),
+    )
+    .await?;
+    s.get("get after the patch", &format!("{path}/p")).await?;
+    let stale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "p", "resourceVersion": v1}, "spec": {"replicas": 7}});
+    s.put(
+        "replace scale at a stale resourceVersion",
+        &scale_path,
+        stale,
+    )
+    .await?;
+    s.post(
+        "create with negative replicas",
+        &path,
+        pool("q", json!({"replicas": -1})),
+    )
+    .await?;
+    s.post("create without replicas", &path, pool("r", json!({})))
+        .await?;
+    let r_scale = format!("{path}/r/scale");
+    s.get("get scale without replicas", &r_scale).await?;
+    s.patch(
+        "patch scale not setting replicas",
+        &r_scale,
+        Body::Merge,
+        json!({"metadata": {"labels": {"x": "y"}}}),
+    )
+    .await?;
+    let mut wrong = crd(&g, "Pond", json!([scale(".spec.replicas")]));
+    wrong["metadata"]["name"] = json!(format!("ponds.{g}"));
+    s.post("create a CRD with its status path under spec", CRDS, wrong)
+        .await?;
+    remove(s, &name).await
+}
+
 /// A CRD with three versions: `v1` stored, `v1beta1` served, `v2alpha1` not; discovery, a
 /// create at one version read at another, and `v1beta1` no longer served.
 pub(super) async fn crd_versions(s: &mut Session) -> Result<(), ConformanceError> {
