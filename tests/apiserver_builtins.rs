@@ -143,18 +143,31 @@ async fn a_deployment_gets_its_defaults_generation_and_status_subresource() {
     .await
     .unwrap();
     assert_eq!(scaled.metadata.generation, Some(2));
-    // Its scale subresource, which kube-apiserver serves, is refused with a message saying so.
-    let unserved = match within("get its scale", deployments.get_scale("d")).await {
+    // Its scale subresource: the count and the selector, and a write through it.
+    let scale = within("get its scale", deployments.get_scale("d"))
+        .await
+        .unwrap();
+    assert_eq!(scale.spec.as_ref().unwrap().replicas, Some(3));
+    let selector = scale.status.as_ref().unwrap().selector.clone();
+    assert_eq!(selector.as_deref(), Some("app=d"));
+    let merge = Patch::Merge(json!({"spec": {"replicas": 4}}));
+    let scaled = within("scale it", deployments.patch_scale("d", &pp, &merge))
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(4));
+    let negative = Patch::Merge(json!({"spec": {"replicas": -1}}));
+    let below = match within(
+        "scale below 0",
+        deployments.patch_scale("d", &pp, &negative),
+    )
+    .await
+    {
         Err(kube::Error::Api(s)) => s,
-        other => panic!("expected a 404, got {other:?}"),
+        other => panic!("expected a 422, got {other:?}"),
     };
-    assert_eq!(unserved.code, 404);
-    assert!(
-        unserved
-            .message
-            .contains("served by kube-apiserver but not by this embedded server"),
-        "{}",
-        unserved.message
+    assert_eq!(
+        below.message,
+        "Scale.autoscaling \"d\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
     );
     let annotated = within(
         "annotate",
@@ -166,7 +179,7 @@ async fn a_deployment_gets_its_defaults_generation_and_status_subresource() {
     )
     .await
     .unwrap();
-    assert_eq!(annotated.metadata.generation, Some(3));
+    assert_eq!(annotated.metadata.generation, Some(4));
     let status = within(
         "write the status",
         deployments.patch_status(
@@ -178,8 +191,8 @@ async fn a_deployment_gets_its_defaults_generation_and_status_subresource() {
     .await
     .unwrap();
     assert_eq!(status.status.unwrap().replicas, Some(3));
-    assert_eq!(status.spec.replicas, Some(3), "spec kept");
-    assert_eq!(status.metadata.generation, Some(3));
+    assert_eq!(status.spec.replicas, Some(4), "spec kept");
+    assert_eq!(status.metadata.generation, Some(4));
 
     let mut wrong = workload("Deployment", "e");
     wrong["spec"]["selector"]["matchLabels"]["app"] = json!("x");

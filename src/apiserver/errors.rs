@@ -71,19 +71,6 @@ impl ApiError {
         )
     }
 
-    /// 404 for the `scale` subresource of a built-in workload, which kube-apiserver serves and
-    /// this server does not: the message says so.
-    pub fn scale_not_served(plural: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!(
-                "the scale subresource of {plural} is served by kube-apiserver but not by this \
-                 embedded server; write spec.replicas on the object itself"
-            ),
-        )
-    }
-
     /// 405 for a verb the resource does not support, with empty details as upstream sends.
     pub fn method_not_allowed(method: &str, what: &str) -> Self {
         let mut e = Self::new(

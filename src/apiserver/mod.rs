@@ -129,8 +129,8 @@
 //!   `crd_controllers`, `schema`): their docs list what a CRD can and cannot ask for. A
 //!   conversion webhook is refused with 422, naming it; CEL validation rules are evaluated
 //!   (`schema`), and a rule calling one of Kubernetes' own CEL functions is refused by name.
-//!   A CRD's `scale` subresource is served (`scale`: `kubectl scale` and an autoscaler's scale
-//!   client work); the built-in workloads serve none (404).
+//!   A CRD's `scale` subresource is served, and a Deployment's and a StatefulSet's (`scale`:
+//!   `kubectl scale` and an autoscaler's scale client work).
 //! - Namespaces are objects (`default`, `kube-system`, `kube-public`, `kube-node-lease` exist
 //!   at start, part of the initial state at the first revision); a create into a missing
 //!   namespace is 404 and into a terminating one 403, as the namespace lifecycle admission

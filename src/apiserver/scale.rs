@@ -1,8 +1,11 @@
-//! A custom resource's `scale` subresource: `GET`, `PUT` and `PATCH` of an `autoscaling/v1`
-//! `Scale` read from and written to the object at the paths its CustomResourceDefinition names,
-//! as kube-apiserver serves it (apiextensions-apiserver v0.37.2
-//! `pkg/registry/customresource/etcd.go`, `ScaleREST`), and the checks every write of such a
-//! resource gets (`validator.go`, `ValidateScaleSpec` and `ValidateScaleStatus`).
+//! The `scale` subresource: `GET`, `PUT` and `PATCH` of an `autoscaling/v1` `Scale` read from
+//! and written to the object. A custom resource's is at the paths its CustomResourceDefinition
+//! names, as kube-apiserver serves it (apiextensions-apiserver v0.37.2
+//! `pkg/registry/customresource/etcd.go`, `ScaleREST`), with the checks every write of such a
+//! resource gets (`validator.go`, `ValidateScaleSpec` and `ValidateScaleStatus`); a Deployment's
+//! and a StatefulSet's read `spec.replicas`, `status.replicas` and `spec.selector` (kubernetes
+//! v1.37.2 `pkg/registry/apps/deployment/storage/storage.go` and `statefulset/storage`,
+//! `ScaleREST`), and a write of a negative count is a 422 on the `Scale` (`ValidateScale`).
 //!
 //! - A `Scale`'s metadata is the object's name, namespace, uid, resourceVersion and
 //!   creationTimestamp; `spec.replicas` and `status.replicas` are read as integers (0 when
@@ -18,7 +21,7 @@
 //!
 //! # Differences from upstream
 //! - `Scale`'s `managedFields` are not kept (this server keeps none).
-//! - Built-in kinds (Deployment, StatefulSet, ReplicaSet) serve no `scale` subresource here.
+//! - A workload's `Scale` write does not check a `metadata.uid` precondition.
 
 use serde_json::{Value, json};
 
@@ -33,6 +36,9 @@ pub(crate) struct ScalePaths {
     pub status_replicas: String,
     /// `labelSelectorPath`, under `.spec` or `.status`, if set.
     pub label_selector: Option<String>,
+    /// A built-in workload's: the selector is `spec.selector` as a string, and a `Scale`
+    /// write is validated as a `Scale`.
+    pub workload: bool,
 }
 
 /// The field a `NestedInt64` or `NestedString` finds at `path`, or why it cannot: `Ok(None)`
@@ -123,7 +129,31 @@ impl ScalePaths {
             spec_replicas: path("specReplicasPath").unwrap_or_default(),
             status_replicas: path("statusReplicasPath").unwrap_or_default(),
             label_selector: path("labelSelectorPath").filter(|p| !p.is_empty()),
+            workload: false,
         })
+    }
+
+    /// A Deployment's or a StatefulSet's.
+    pub fn workload() -> Self {
+        ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+            workload: true,
+        }
+    }
+
+    /// A `Scale` write's own checks (`ValidateScale`, a workload's only): the causes of a 422
+    /// on `Scale.autoscaling`.
+    pub fn scale_causes(&self, scale: &Value) -> Vec<Cause> {
+        match scale["spec"]["replicas"].as_i64() {
+            Some(n) if self.workload && n < 0 => vec![(
+                "spec.replicas".into(),
+                "FieldValueInvalid",
+                format!("Invalid value: {n}: must be greater than or equal to 0"),
+            )],
+            _ => Vec::new(),
+        }
     }
 
     /// `scaleFromCustomResource`: the object's `Scale`, and whether its spec replicas field
@@ -133,6 +163,7 @@ impl ScalePaths {
         let status = nested_int(obj, &self.status_replicas)?.unwrap_or(0);
         let selector = match &self.label_selector {
             Some(p) => nested_string(obj, p)?.unwrap_or_default(),
+            None if self.workload => selector_string(&obj["spec"]["selector"]),
             None => String::new(),
         };
         let meta = &obj["metadata"];
@@ -236,6 +267,45 @@ impl ScalePaths {
         }
         Ok(scale)
     }
+}
+
+/// A `LabelSelector` as apimachinery's `labels.Selector` prints it once converted
+/// (`LabelSelectorAsSelector`, then `String`): one requirement per label and expression, sorted
+/// by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by commas.
+fn selector_string(selector: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = selector["matchLabels"].as_object() {
+        for (k, v) in labels {
+            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
+        }
+    }
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default().to_string();
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        let text = match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => continue,
+        };
+        reqs.push((key, text));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `ValidateCustomResourceDefinitionSubresources`' scale rules, for the version at `at`
@@ -370,6 +440,31 @@ mod tests {
         assert_eq!(
             err,
             "the spec replicas field \".spec.replicas\" cannot be empty"
+        );
+    }
+
+    #[test]
+    fn a_workloads_scale_prints_its_selector_and_checks_its_count() {
+        let obj = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {
+            "matchLabels": {"app": "d", "tier": "web"},
+            "matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "dev"]},
+                {"key": "zone", "operator": "DoesNotExist"}]}}});
+        let (scale, found) = ScalePaths::workload().scale_of(&obj).unwrap();
+        assert!(found);
+        assert_eq!(
+            scale["status"],
+            json!({"replicas": 0, "selector": "app=d,env in (dev,prod),tier=web,!zone"})
+        );
+        let causes = ScalePaths::workload().scale_causes(&json!({"spec": {"replicas": -2}}));
+        assert_eq!(
+            causes[0].2,
+            "Invalid value: -2: must be greater than or equal to 0"
+        );
+        assert!(
+            paths()
+                .scale_causes(&json!({"spec": {"replicas": -2}}))
+                .is_empty()
         );
     }
 

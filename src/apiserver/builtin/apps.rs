@@ -11,11 +11,13 @@
 //! set to its generation on create and bumped with template changes.
 //!
 //! # Differences from upstream
-//! - No `scale` subresource: `kubectl scale` and the HPA's scale client get a 404 that says
-//!   this server does not serve it.
+//! - The Deployment's and the StatefulSet's `scale` subresource is served (`scale`); the
+//!   DaemonSet has none, as upstream.
 //! - The StatefulSet's `volumeClaimTemplates` are neither defaulted nor validated, and its
 //!   spec's other immutable fields (all but replicas, template, update strategy, ordinals,
 //!   persistentVolumeClaimRetentionPolicy and minReadySeconds) are not checked on update.
+
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use serde_json::{Value, json};
@@ -26,6 +28,7 @@ use super::pod;
 use super::shared::{
     defaulted, immutable, invalid, non_negative, not_supported, or_default, selector_and_template,
 };
+use crate::apiserver::scale::ScalePaths;
 use crate::apiserver::schema::Cause;
 use crate::apiserver::strategy::Hooks;
 
@@ -47,16 +50,22 @@ fn workload(
 
 pub(super) fn kinds() -> Vec<Kind> {
     vec![
-        workload("Deployment", "deployments", &["deploy"], &DEPLOYMENT, |v| {
-            defaulted::<Deployment>(v, deployment_defaults)
-        }),
-        workload(
-            "StatefulSet",
-            "statefulsets",
-            &["sts"],
-            &STATEFUL_SET,
-            |v| defaulted::<StatefulSet>(v, stateful_set_defaults),
-        ),
+        Kind {
+            scale: Some(Arc::new(ScalePaths::workload())),
+            ..workload("Deployment", "deployments", &["deploy"], &DEPLOYMENT, |v| {
+                defaulted::<Deployment>(v, deployment_defaults)
+            })
+        },
+        Kind {
+            scale: Some(Arc::new(ScalePaths::workload())),
+            ..workload(
+                "StatefulSet",
+                "statefulsets",
+                &["sts"],
+                &STATEFUL_SET,
+                |v| defaulted::<StatefulSet>(v, stateful_set_defaults),
+            )
+        },
         workload("DaemonSet", "daemonsets", &["ds"], &DAEMON_SET, |v| {
             defaulted::<DaemonSet>(v, daemon_set_defaults)
         }),

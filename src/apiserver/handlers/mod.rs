@@ -168,15 +168,6 @@ fn route(reg: &Registry, segments: &[&str], path: &str) -> Result<Target, ApiErr
         (false, None, _) => Some(""),
     };
     let scale = sub == Some("scale") && def.scale.is_some();
-    // kube-apiserver serves `scale` for these built-in workloads; this server does not, and
-    // says so rather than answer as if there were no such subresource.
-    if sub == Some("scale")
-        && def.crd.is_none()
-        && def.group == "apps"
-        && matches!(def.kind.as_str(), "Deployment" | "StatefulSet")
-    {
-        return Err(ApiError::scale_not_served(&def.plural));
-    }
     let mode = match sub {
         None => UpdateMode::Main,
         Some("scale") if scale => UpdateMode::Main,
@@ -711,8 +702,22 @@ async fn scale(
         let base = paths
             .patch_base(&obj)
             .map_err(|e| ApiError::internal_cause(&e))?;
+        let scale = new_scale(base)?;
+        let causes = paths.scale_causes(&scale);
+        if !causes.is_empty() {
+            let causes: Vec<(&str, &str, String)> = causes
+                .iter()
+                .map(|(f, r, m)| (f.as_str(), *r, m.clone()))
+                .collect();
+            return Err(ApiError::invalid_causes(
+                "autoscaling",
+                "Scale",
+                name,
+                &causes,
+            ));
+        }
         paths
-            .apply(&mut obj, &new_scale(base)?)
+            .apply(&mut obj, &scale)
             .map_err(ApiError::bad_request)?;
         Ok(obj)
     };

@@ -236,6 +236,19 @@ pub(super) const DEPLOYMENT: Scenario = Scenario {
             "/details/causes/0/field",
             "\"spec.selector\"",
         ),
+        // The status's count is the deployment controller's on kube-apiserver: not compared.
+        field("get the scale", 200, "/kind", "\"Scale\""),
+        field("get the scale", 200, "/spec/replicas", "3"),
+        field("get the scale", 200, "/status/selector", "\"app=d\""),
+        field("scale through the subresource", 200, "/spec/replicas", "4"),
+        field(
+            "scale below 0",
+            422,
+            "/message",
+            r#""Scale.autoscaling \"d\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0""#,
+        ),
+        field("after the scale", 200, "/spec/replicas", "4"),
+        field("after the scale", 200, "/metadata/generation", "4"),
     ],
 };
 
@@ -288,6 +301,23 @@ async fn deployment(s: &mut Session) -> Result<(), ConformanceError> {
                         "template": {"metadata": {"labels": {"app": "e"}}}}}),
     )
     .await?;
+    let scale = format!("{d}/scale");
+    s.get("get the scale", &scale).await?;
+    s.patch(
+        "scale through the subresource",
+        &scale,
+        Body::Merge,
+        json!({"spec": {"replicas": 4}}),
+    )
+    .await?;
+    s.patch(
+        "scale below 0",
+        &scale,
+        Body::Merge,
+        json!({"spec": {"replicas": -1}}),
+    )
+    .await?;
+    s.get("after the scale", &d).await?;
     Ok(())
 }
 
