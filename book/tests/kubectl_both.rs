@@ -1,5 +1,5 @@
 //! kubectl on both servers: one list of kubectl commands (create, get, label, annotate, the
-//! three patch types, client-side and server-side apply, selectors, delete) run against the
+//! three patch types, client-side and server-side apply, selectors, scale, delete) run against the
 //! embedded API server and against the real kube-apiserver v1.37.2 of `cargo run -- cluster
 //! up`, with the kubectl v1.37.2 built beside it. Each step's exit code and standard output
 //! (its namespace written `{ns}`) must be upstream's, and the two servers must agree, except
@@ -68,6 +68,10 @@ const MANIFESTS: &[(&str, &str)] = &[
         "c",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n    app: web\ndata:\n  k: v\n",
     ),
+    (
+        "d",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  selector:\n    matchLabels:\n      app: d\n  template:\n    metadata:\n      labels:\n        app: d\n    spec:\n      containers:\n      - name: c\n        image: nginx\n",
+    ),
 ];
 
 /// The steps, in order, one a line: label, kubectl's arguments, upstream's exit code and output.
@@ -94,6 +98,9 @@ const STEPS: &[Step] = &[
     step("server-side apply conflict", &["apply", "--server-side", "--field-manager=bob", "--validate=false", "-f", "{dir}/b2.yaml"], 1, ""),
     Step { known: Some((APPLY_ROW, 1, "")), ..step("server-side apply force", &["apply", "--server-side", "--force-conflicts", "--field-manager=bob", "--validate=false", "-f", "{dir}/b2.yaml"], 0, "configmap/b serverside-applied\n") },
     Step { known: Some((APPLY_ROW, 1, "")), ..step("after the apply", &["get", "configmap", "b", "-o", "jsonpath={.data.k}"], 0, "bob") },
+    step("create a deployment", &["create", "--validate=false", "-f", "{dir}/d.yaml"], 0, "deployment.apps/d created\n"),
+    step("scale it", &["scale", "deployment", "d", "--replicas=3"], 0, "deployment.apps/d scaled\n"),
+    step("after the scale", &["get", "deployment", "d", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"], 0, "3 2"),
     step("delete", &["delete", "configmap", "a", "--wait=false"], 0, "configmap \"a\" deleted from {ns} namespace\n"),
     step("get deleted", &["get", "configmap", "a", "--ignore-not-found"], 0, ""),
     step("delete missing", &["delete", "configmap", "a"], 1, ""),
