@@ -56,11 +56,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::lab::designs::hatch::{Actions, HatchCounts, Wired, set_annotation, start_hatch};
+use crate::lab::rig::Widget;
 use crate::lab::rig::{NAMESPACE, Process, within};
 use controlloop::{
     apiserver::Cluster,
     leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock},
-    resources::Widget,
 };
 
 /// The Lease both replicas hold.
@@ -256,7 +256,7 @@ impl World {
     /// A fresh cluster holding the widget, switched off.
     pub async fn new() -> World {
         let (cluster, api, mut w) =
-            crate::lab::rig::fresh_widget(crate::lab::designs::hatch::OBJECT);
+            crate::lab::rig::fresh_widget(crate::lab::designs::hatch::OBJECT).await;
         w.metadata.annotations = Some(
             [(
                 crate::lab::designs::hatch::ENABLED.to_owned(),
