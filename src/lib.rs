@@ -20,7 +20,6 @@
 //! | [`fake`] | client-go's fake clientset | client-go `kubernetes/fake` |
 //! | [`leaderelection`] | one replica leads, on a Lease; the others wait to take over | client-go `tools/leaderelection` |
 //! | [`retry`] | a read-modify-write run again after a 409 Conflict | client-go `util/retry` |
-//! | [`resources`] | `Widget`, a custom resource with a status subresource, for tests | — |
 //!
 //! ## The workqueue: many changes, one piece of work, one worker per key
 //!
@@ -196,7 +195,6 @@ pub mod klog;
 #[cfg(not(feature = "testing"))]
 mod klog;
 pub mod leaderelection;
-pub mod resources;
 pub mod retry;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -7,7 +7,6 @@ mod apiserver_support;
 
 use apiserver_support::*;
 use controlloop::apiserver::{ApiServer, Failure, ServerOptions};
-use controlloop::resources::Widget;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -42,6 +41,7 @@ async fn every_rejected_request_answers_a_status_and_changes_nothing() {
     .unwrap();
     let api = cms(&server, "default");
     let client = no_retry(&server);
+    install_widgets(&server.client()).await;
     create(&api, &cm("a", &[], "1")).await;
     let ws: Api<Widget> = Api::namespaced(server.client(), "default");
     ws.create(&PostParams::default(), &widget("w", 1))

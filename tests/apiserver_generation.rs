@@ -4,10 +4,10 @@
 //! `pkg/registry/generic/registry/store.go`, `markAsDeleting`). Chapter 08 shows the table;
 //! these cases pin the edges.
 
-use controlloop::{
-    apiserver::{Cluster, ServerOptions},
-    resources::{PlainWidget, Widget, WidgetSpec},
-};
+mod apiserver_support;
+
+use apiserver_support::{PlainWidget, Widget, WidgetSpec, install_widgets};
+use controlloop::apiserver::{Cluster, ServerOptions};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -18,9 +18,16 @@ fn spec() -> WidgetSpec {
     }
 }
 
-#[tokio::test]
-async fn a_kind_without_the_status_subresource_has_no_status_endpoint() {
+/// A client of a fresh in-process cluster that serves the tests' widgets.
+async fn widget_client() -> kube::Client {
     let client = Cluster::new(ServerOptions::default()).in_process_client();
+    install_widgets(&client).await;
+    client
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kind_without_the_status_subresource_has_no_status_endpoint() {
+    let client = widget_client().await;
     let api: Api<PlainWidget> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &PlainWidget::new("p", spec()))
         .await
@@ -38,9 +45,9 @@ async fn a_kind_without_the_status_subresource_has_no_status_endpoint() {
     assert_eq!(api.get("p").await.unwrap().metadata.generation, Some(1));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_status_written_through_the_main_endpoint_is_kept_and_bumps_the_generation() {
-    let client = Cluster::new(ServerOptions::default()).in_process_client();
+    let client = widget_client().await;
     let api: Api<PlainWidget> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &PlainWidget::new("p", spec()))
         .await
@@ -54,9 +61,9 @@ async fn a_status_written_through_the_main_endpoint_is_kept_and_bumps_the_genera
     assert_eq!(p.status.unwrap().observed_generation, Some(1));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn marking_an_object_deleted_bumps_its_generation_once() {
-    let client = Cluster::new(ServerOptions::default()).in_process_client();
+    let client = widget_client().await;
     let api: Api<Widget> = Api::namespaced(client, "default");
     let mut w = Widget::new("w", spec());
     w.metadata.finalizers = Some(vec!["lab.controlloop.dev/hold".into()]);

@@ -12,7 +12,6 @@ mod apiserver_support;
 
 use apiserver_support::*;
 use controlloop::apiserver::{ApiServer, ServerOptions};
-use controlloop::resources::Widget;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchParams};
@@ -130,6 +129,7 @@ async fn copies_stop_at_the_copy_budget_and_results_at_the_object_limits() {
     let eight = ops(8, |i| copy("/data/a", i));
     patch_refused(&server, &path, eight, invalid, "Too long").await;
     // A Widget has no such rule: its object limit (1.5 MiB stored) answers 413.
+    install_widgets(&server.client()).await;
     let ws: Api<Widget> = Api::namespaced(server.client(), "default");
     let mut w = widget("w", 1);
     w.spec.color = Some("c".repeat(900_000));

@@ -231,8 +231,8 @@ async fn malformed_directives_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn custom_resources_refuse_strategic_merge_patch_with_415() {
-    let server = server().await;
-    let ws: Api<controlloop::resources::Widget> = Api::namespaced(server.client(), "default");
+    let server = widget_server().await;
+    let ws: Api<Widget> = Api::namespaced(server.client(), "default");
     ws.create(&PostParams::default(), &widget("w", 1))
         .await
         .unwrap();

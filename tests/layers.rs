@@ -72,7 +72,6 @@ const BELOW_TESTING: &[&str] = &[
     "features",
     "klog",
     "leaderelection",
-    "resources",
     "retry",
     "wait",
     "watch_event",

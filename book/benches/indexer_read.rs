@@ -14,7 +14,7 @@ use std::{hint::black_box, sync::Arc, time::Duration};
 
 use controlloop::apiserver::{ApiServer, Cluster};
 use controlloop::cache::{InformerOptions, SharedIndexInformer};
-use controlloop::resources::{Widget, WidgetSpec};
+use controlloop_book::lab::rig::{Widget, WidgetSpec, widget::install_widgets};
 use criterion::{Criterion, criterion_group, criterion_main};
 use kube::api::{Api, PostParams};
 
@@ -40,6 +40,9 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let (server, in_process, informer) = rt.block_on(async {
         let server = ApiServer::start().await.expect("server starts");
+        install_widgets(&server.client())
+            .await
+            .expect("the book's CRDs install");
         let http: Api<Widget> = Api::namespaced(server.client(), "default");
         fill(&http).await;
         let cluster: &Cluster = server.cluster();

@@ -388,7 +388,8 @@ fn run_experiments(names: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves the embedded API server until Ctrl-C, logging method, path, query and status.
+/// Serves the embedded API server, with the book's CRDs installed, until Ctrl-C, logging
+/// method, path, query and status.
 fn run_apiserver(port: u16) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -402,8 +403,11 @@ fn run_apiserver(port: u16) -> anyhow::Result<()> {
             ..Default::default()
         };
         let server = apiserver::ApiServer::start_with(options).await?;
+        // The book's custom resources, as a user installs them: their CRDs POSTed.
+        controlloop_book::lab::rig::widget::install_widgets(&server.client()).await?;
         println!(
-            "embedded API server (Kubernetes {}) at {}; try: kubectl --server {} get configmaps -w",
+            "embedded API server (Kubernetes {}) at {}, serving the book's Widgets; try: \
+             kubectl --server {} get configmaps -w",
             apiserver::KUBERNETES_VERSION,
             server.url(),
             server.url()

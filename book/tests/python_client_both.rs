@@ -365,6 +365,9 @@ fn the_python_client_gets_the_same_answers_from_both_servers() {
         let server = ApiServer::start()
             .await
             .expect("the embedded server starts");
+        rig::widget::install_widgets(&server.client())
+            .await
+            .expect("the Widget CRDs are installed");
         let config = clients::embedded_kubeconfig(&dir, &server.url());
         let (python, ns) = (python.clone(), ns.clone());
         let answers = tokio::task::spawn_blocking(move || run(&python, "embedded", &config, &ns))

@@ -153,15 +153,21 @@ mod tests {
         assert_eq!(core["resources"][1]["name"], "namespaces");
         assert_eq!(core["resources"][1]["namespaced"], false);
         let groups = document(&reg, &["apis"], "x").unwrap();
-        assert_eq!(groups["groups"][0]["name"], "lab.controlloop.dev");
-        let lab = document(&reg, &["apis", "lab.controlloop.dev", "v1"], "x").unwrap();
-        let names: Vec<_> = lab["resources"]
+        assert_eq!(groups["groups"][0]["name"], "coordination.k8s.io");
+        let crds = document(&reg, &["apis", "apiextensions.k8s.io", "v1"], "x").unwrap();
+        let names: Vec<_> = crds["resources"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| r["name"].clone())
             .collect();
-        assert_eq!(names, ["widgets", "widgets/status", "plainwidgets"]);
+        assert_eq!(
+            names,
+            [
+                "customresourcedefinitions",
+                "customresourcedefinitions/status"
+            ]
+        );
         assert!(document(&reg, &["apis", "nope", "v1"], "x").is_none());
         assert_eq!(document(&reg, &["version"], "x").unwrap()["minor"], "36");
     }

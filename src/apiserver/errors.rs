@@ -25,7 +25,7 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
-/// A resource named as the apiserver names it in errors: `configmaps`, `widgets.lab.controlloop.dev`.
+/// A resource named as the apiserver names it in errors: `configmaps`, `crontabs.stable.example.com`.
 pub(crate) fn group_resource(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()

@@ -4,9 +4,8 @@
 //! Follows the apiserver's per-resource strategies: a built-in kind (`ConfigMap`, `Namespace`,
 //! `CustomResourceDefinition`) decodes strictly into its Go type (a type error is a 400 from
 //! the decoder), a custom resource is checked against its structural schema (a type error is
-//! a 422) and pruned of unknown fields. The book's compiled-in custom resources (`Widget`,
-//! `PlainWidget`) are modelled by a round trip through the Rust type: serde drops unknown
-//! fields exactly as pruning does; a CRD's resource is decoded by its schema (`schema`). A Namespace also has its strategy's hooks
+//! a 422) and pruned of unknown fields: a CRD's resource is decoded by its schema (`schema`).
+//! A Namespace also has its strategy's hooks
 //! (`PrepareForCreate`, `PrepareForUpdate`, `Canonicalize`, kubernetes v1.37.2
 //! `pkg/registry/core/namespace/strategy.go`): Active on create, the `kubernetes` finalizer in
 //! `spec.finalizers` (kept as stored by the main endpoint; the `finalize` subresource writes
@@ -35,7 +34,6 @@ use serde_json::Value;
 use super::errors::ApiError;
 use super::strategic::{self, Ty};
 use super::validation::{self, NameRule, ReasonedCause};
-use crate::resources::{PlainWidget, Widget};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -110,13 +108,10 @@ pub(crate) enum Decode {
 /// Index of ConfigMaps in [`builtins`], and their id in every registry.
 #[cfg(test)]
 pub(crate) const CONFIGMAPS: usize = 0;
-/// Index of Widgets in [`builtins`].
-#[cfg(test)]
-pub(crate) const WIDGETS: usize = 1;
 /// Index of Namespaces in [`builtins`], and their id in every registry.
-pub(crate) const NAMESPACES: usize = 3;
+pub(crate) const NAMESPACES: usize = 1;
 /// Index of CustomResourceDefinitions in [`builtins`], and their id in every registry.
-pub(crate) const CRDS: usize = 5;
+pub(crate) const CRDS: usize = 3;
 
 /// Built-in kind `i` (see [`builtins`]), for unit tests.
 #[cfg(test)]
@@ -172,18 +167,6 @@ pub(crate) fn builtins() -> Vec<Kind> {
                 round_trip::<ConfigMap>,
             )
         },
-        Kind {
-            status_subresource: true,
-            ..Kind::custom("Widget", "widgets", "wd", round_trip::<Widget>)
-        },
-        // A Widget whose CRD installs no subresources: `status` is an ordinary field, so
-        // writing it bumps the generation like any change outside `metadata`.
-        Kind::custom(
-            "PlainWidget",
-            "plainwidgets",
-            "pwd",
-            round_trip::<PlainWidget>,
-        ),
         // Namespaces (kubernetes v1.37.2 `pkg/registry/core/namespace`): cluster-scoped, a
         // status subresource, `spec.finalizers` written only through the finalize subresource.
         Kind {
@@ -271,22 +254,6 @@ impl Kind {
             terminating: false,
             established_at: None,
             hooks: None,
-        }
-    }
-
-    /// One of the book's compiled-in custom resources: the custom resource strategy's
-    /// generation and optimistic concurrency, and a schema type error a 422.
-    fn custom(
-        kind: &str,
-        plural: &str,
-        short: &str,
-        decode: fn(Value) -> Result<Value, String>,
-    ) -> Kind {
-        Kind {
-            tracks_generation: true,
-            unconditional_update: false,
-            decode_error_is_invalid: true,
-            ..Kind::base("lab.controlloop.dev", kind, plural, &[short], decode)
         }
     }
 }
@@ -773,7 +740,24 @@ mod tests {
         let cm =
             builtin(CONFIGMAPS).prepare("d", None, json!({"metadata": {"name": "a"}, "data": 5}));
         assert_eq!(cm.unwrap_err().code, 400);
-        let w = builtin(WIDGETS).prepare(
+        // A custom resource, as a CRD's kind decodes it: by its structural schema.
+        let mut causes = Vec::new();
+        let schema = Schema::read(
+            &json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"replicas": {"type": "integer"}}}}}),
+            "",
+            &mut causes,
+        );
+        assert!(causes.is_empty(), "{causes:?}");
+        let custom = Kind {
+            tracks_generation: true,
+            unconditional_update: false,
+            decode: Decode::Schema(Arc::new(schema)),
+            decode_error_is_invalid: true,
+            crd: Some("things.example.com".into()),
+            ..Kind::base("example.com", "Thing", "things", &[], Ok)
+        };
+        let w = custom.prepare(
             "d",
             None,
             json!({"metadata": {"name": "a"}, "spec": {"replicas": "x"}}),

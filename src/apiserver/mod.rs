@@ -44,14 +44,24 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
 //! #     .build().unwrap().block_on(async {
 //! use controlloop::apiserver::Cluster;
-//! use controlloop::resources::{Widget, WidgetSpec};
+//! use k8s_openapi::api::apps::v1::Deployment;
 //! use kube::api::{Api, PostParams};
 //!
 //! let cluster = Cluster::new(Default::default());
-//! let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
-//! let w = Widget::new("w", WidgetSpec { replicas: 1, color: None });
-//! let w = widgets.create(&PostParams::default(), &w).await.unwrap();
-//! assert_eq!(w.metadata.generation, Some(1));
+//! let deployments: Api<Deployment> = Api::namespaced(cluster.in_process_client(), "default");
+//! let d: Deployment = serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "web"},
+//!     "spec": {
+//!         "selector": {"matchLabels": {"app": "web"}},
+//!         "template": {
+//!             "metadata": {"labels": {"app": "web"}},
+//!             "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+//!         },
+//!     },
+//! }))
+//! .unwrap();
+//! let d = deployments.create(&PostParams::default(), &d).await.unwrap();
+//! assert_eq!(d.metadata.generation, Some(1));
 //! # });
 //! ```
 //!
@@ -119,8 +129,8 @@
 //!   (`strategic`), and is 415 for custom resources, as upstream. It is 415 for
 //!   CustomResourceDefinitions and the kinds of `builtin` too, where upstream serves it:
 //!   JSON merge and JSON patches work.
-//! - The built-in kinds are ConfigMap, Namespace, Lease, CustomResourceDefinition, the book's
-//!   Widget and PlainWidget, and the kinds operators own (`builtin`): Secret, ServiceAccount,
+//! - The built-in kinds are ConfigMap, Namespace, Lease, CustomResourceDefinition, and the
+//!   kinds operators own (`builtin`): Secret, ServiceAccount,
 //!   Service, Pod, Event (core/v1 and `events.k8s.io/v1`), Deployment, StatefulSet,
 //!   DaemonSet and Job, with the defaults kube-apiserver applies and their strategies' rules
 //!   (`builtin` lists what differs). Nothing runs their controllers, as in envtest.

@@ -311,6 +311,6 @@ mod tests {
         assert_eq!(v["status"]["conditions"][0]["type"], "Ready");
         let wrong = [MAGIC.to_vec(), tag(1, &type_meta), tag(2, &ns)].concat();
         assert_eq!(decode("ConfigMap", &wrong).unwrap_err().code, 400);
-        assert_eq!(decode("Widget", &body).unwrap_err().code, 415);
+        assert_eq!(decode("Lease", &body).unwrap_err().code, 415);
     }
 }

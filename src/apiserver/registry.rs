@@ -9,10 +9,10 @@
 //! storage version and one [`Kind`] per served version.
 //!
 //! ```text
-//!  id 0 configmaps      storage: v1 ─ served: [v1]
-//!  id 3 namespaces      storage: v1 ─ served: [v1]
-//!  id 5 crontabs.x.io   storage: v2 ─ served: [v1, v2]   (from a CRD)
-//!  id 6 (removed)       its CRD was deleted: the id is never given again
+//!  id 0  configmaps      storage: v1 ─ served: [v1]
+//!  id 1  namespaces      storage: v1 ─ served: [v1]
+//!  id 13 crontabs.x.io   storage: v2 ─ served: [v1, v2]   (from a CRD)
+//!  id 14 (removed)       its CRD was deleted: the id is never given again
 //! ```
 //!
 //! # Invariants

@@ -143,9 +143,50 @@ async fn call(cluster: &Cluster, req: Request<Full<Bytes>>) -> Result<Answer, St
     })
 }
 
-/// A fresh cluster with a ConfigMap `seed` and a Widget `w` to patch, update and delete.
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// The CustomResourceDefinition of the harness's Widget (`lab.controlloop.dev/v1`, namespaced,
+/// the status subresource): what a user POSTs before writing one.
+fn widget_crd() -> Value {
+    let int = |format: &str| json!({"type": "integer", "format": format});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.lab.controlloop.dev"},
+        "spec": {"group": "lab.controlloop.dev", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget",
+                "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"],
+                    "properties": {
+                        "spec": {"type": "object", "required": ["replicas"], "properties": {
+                            "replicas": int("int32"),
+                            "color": {"type": "string", "nullable": true}}},
+                        "status": {"type": "object", "nullable": true, "properties": {
+                            "observedGeneration": {"type": "integer", "format": "int64",
+                                "nullable": true},
+                            "readyReplicas": {"type": "integer", "format": "int32",
+                                "default": 0},
+                            "message": {"type": "string", "nullable": true}}}}}}}]}})
+}
+
+/// How long after its CRD is established the server holds a create of the new resource, as
+/// kube-apiserver does.
+const CREATE_HOLD: Duration = Duration::from_secs(2);
+
+/// A fresh cluster that serves Widgets (their CRD POSTed, established and past the create
+/// hold), with a ConfigMap `seed` and a Widget `w` to patch, update and delete.
 async fn seeded() -> Cluster {
     let cluster = Cluster::new(ServerOptions::default());
+    let crd = request(
+        "POST",
+        CRDS,
+        "application/json",
+        serde_json::to_vec(&widget_crd()).unwrap(),
+    )
+    .expect("a valid CRD request");
+    let installed = call(&cluster, crd).await.map(|a| a.code);
+    assert_eq!(installed, Ok(201), "the Widget CRD was not created");
+    tokio::time::sleep(CREATE_HOLD).await;
     let seed = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "seed", "labels": {"app": "web", "n": "5"}, "annotations": {"a": "b"}},
         "data": {"k": "v", "big": "x".repeat(1_000)}});

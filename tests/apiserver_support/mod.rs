@@ -6,14 +6,20 @@ use std::future::Future;
 use std::time::Duration;
 
 use controlloop::apiserver::{ApiServer, ServerOptions};
-use controlloop::resources::{Widget, WidgetSpec};
 use futures::{Stream, StreamExt};
 use http::Request;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::client::Body;
 use serde_json::Value;
+
+pub mod widget;
+
+// Each test file uses its own few of them.
+#[allow(unused_imports)]
+pub use widget::{PlainWidget, Widget, WidgetSpec, WidgetStatus};
 
 /// Real-clock tests never sleep; they wait for an event, at most this long.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -50,6 +56,39 @@ pub fn widget(name: &str, replicas: i32) -> Widget {
             color: None,
         },
     )
+}
+
+/// Installs the tests' custom resources on the cluster of `client` as a user does: the
+/// CustomResourceDefinitions of [`Widget`] and [`PlainWidget`] POSTed, then a wait until both
+/// are `Established` and the two seconds after it in which the server holds a create of the
+/// new resource, as kube-apiserver does.
+pub async fn install_widgets(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in widget::crds() {
+        within(
+            "a CRD create never answered",
+            api.create(&PostParams::default(), &crd),
+        )
+        .await
+        .expect("the CRD was not created");
+    }
+    for crd in widget::crds() {
+        let name = crd.metadata.name.unwrap();
+        within("the CRD was never established", async {
+            while !widget::established(&api.get(&name).await.expect("the CRD is there")) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
+    tokio::time::sleep(widget::CREATE_HOLD).await;
+}
+
+/// A server as [`server`] starts it, serving the tests' custom resources ([`install_widgets`]).
+pub async fn widget_server() -> ApiServer {
+    let server = server().await;
+    install_widgets(&server.client()).await;
+    server
 }
 
 /// Creates the namespace `name` on `server` (only `default` and the `kube-*` ones exist at
@@ -152,12 +191,17 @@ pub async fn server_with(options: ServerOptions) -> ApiServer {
         .expect("bind 127.0.0.1")
 }
 
-/// What storage holds: the head revision and every object, as JSON.
+/// What storage holds: the head revision and every object, as JSON (the widgets: `null` on a
+/// server that does not serve them).
 pub async fn fingerprint(server: &ApiServer, client: &kube::Client) -> (u64, Value, Value) {
     let cms: Api<ConfigMap> = Api::all(client.clone());
     let ws: Api<Widget> = Api::all(client.clone());
     let a = serde_json::to_value(cms.list(&ListParams::default()).await.unwrap().items).unwrap();
-    let b = serde_json::to_value(ws.list(&ListParams::default()).await.unwrap().items).unwrap();
+    let b = match ws.list(&ListParams::default()).await {
+        Ok(list) => serde_json::to_value(list.items).unwrap(),
+        Err(kube::Error::Api(s)) if s.code == 404 => Value::Null,
+        Err(e) => panic!("the widgets' list failed: {e}"),
+    };
     (server.resource_version(), a, b)
 }
 

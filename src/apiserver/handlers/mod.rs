@@ -6,8 +6,7 @@
 //! ```text
 //! /api/v1/configmaps                                   list, watch (all namespaces)
 //! /api/v1/namespaces/{ns}/configmaps[/{name}]          list, watch, create, deletecollection | get, update, patch, delete
-//! /apis/lab.controlloop.dev/v1/widgets                 list, watch (all namespaces)
-//! /apis/lab.controlloop.dev/v1/namespaces/{ns}/widgets[/{name}[/status]]
+//! /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]
 //! /apis/apiextensions.k8s.io/v1/customresourcedefinitions[/{name}[/status]]
 //! /apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}[/status]]   each CRD's resource
 //! ```

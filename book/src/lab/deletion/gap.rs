@@ -32,11 +32,11 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use super::{Crash, OBJECT, World, fresh, reconcile};
+use crate::lab::rig::Widget;
 use crate::lab::rig::{Informer, Process, Subject};
 use controlloop::{
     cache::{DeletedObject, ResourceEventHandler},
     controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
-    resources::Widget,
     workqueue::{RateLimitingQueue, default_controller_rate_limiter},
 };
 
@@ -285,7 +285,7 @@ fn is_list(r: &controlloop::apiserver::RequestRecord) -> bool {
 /// (its external resource made), every watch answered 410 at 1 s, the widget deleted 10 ms
 /// later while no watch is open, then 60 s.
 pub async fn across_the_gap(design: Gap) -> GapRun {
-    let (cluster, api, w) = fresh();
+    let (cluster, api, w) = fresh().await;
     let (world, heard) = (Arc::new(World::default()), Arc::new(Heard::default()));
     let subject = GapSubject::new(design, &world, &heard);
     // book: ch16_gap

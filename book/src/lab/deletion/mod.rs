@@ -32,11 +32,11 @@ use std::{
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
+use crate::lab::rig::Widget;
 use crate::lab::rig::{Informer, Process, within};
 use controlloop::{
     apiserver::Cluster,
     controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
-    resources::Widget,
 };
 
 /// The widget.
@@ -137,7 +137,7 @@ pub struct Run {
 /// and restart,) and wait for the widget to go.
 pub fn run(idempotent: bool, crash_after_cleanup: bool) -> Run {
     crate::lab::rig::paused(async move {
-        let (_cluster, api, w) = fresh();
+        let (_cluster, api, w) = fresh().await;
         let world = Arc::new(World::default());
         let crash = Arc::new(Crash::default());
         let start = start(api.clone(), world.clone(), crash.clone(), idempotent);
@@ -177,8 +177,8 @@ pub fn run(idempotent: bool, crash_after_cleanup: bool) -> Run {
 }
 
 /// A fresh embedded server, its widgets' API, and a widget [`OBJECT`] to create on it.
-pub fn fresh() -> (Cluster, Api<Widget>, Widget) {
-    crate::lab::rig::fresh_widget(OBJECT)
+pub async fn fresh() -> (Cluster, Api<Widget>, Widget) {
+    crate::lab::rig::fresh_widget(OBJECT).await
 }
 
 /// A process factory: a [`Process`] whose controller runs [`reconcile`].
@@ -252,7 +252,7 @@ impl crate::lab::rig::Subject for Finalizing {
 /// marked for deletion, for as long as anyone looks (here a virtual hour).
 pub fn stuck() -> (bool, bool) {
     crate::lab::rig::paused(async {
-        let (_cluster, api, mut w) = fresh();
+        let (_cluster, api, mut w) = fresh().await;
         w.metadata.finalizers = Some(vec![FINALIZER.into()]);
         api.create(&PostParams::default(), &w)
             .await

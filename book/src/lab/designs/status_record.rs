@@ -23,13 +23,13 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
+use crate::lab::rig::Widget;
 use crate::lab::rig::{Informer, Process, Subject};
 use controlloop::{
     cache::HandlerFuncs,
     controller::{
         Context, Controller, ReconcileError, ReconcileResult, Request, predicate::Predicate,
     },
-    resources::Widget,
 };
 
 pub use crate::lab::rig::NAMESPACE;

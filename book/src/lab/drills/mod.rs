@@ -18,6 +18,7 @@ use kube::{
 };
 use parking_lot::Mutex;
 
+use crate::lab::rig::{Widget, WidgetSpec};
 use crate::{
     kit::snap,
     lab::{
@@ -36,7 +37,6 @@ use controlloop::{
     cache::{HandlerFuncs, InformerOptions, SharedIndexInformer},
     controller::{EnqueueRequestForObject, Event, EventHandler, Release},
     leaderelection::LeaderElectionConfig,
-    resources::{Widget, WidgetSpec},
     retry::{DEFAULT_RETRY, retry_on_conflict_seeded},
     workqueue::{
         InMemoryMetrics, Queue, QueueConfig, QueueMetricsSnapshot, RateLimitingQueue,
@@ -114,7 +114,7 @@ pub fn drill2() -> String {
 pub fn drill3() -> String {
     rig::paused(async {
         // book: ch09_drill3
-        let cluster = Cluster::new(ServerOptions::default());
+        let cluster = rig::widget_cluster().await;
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         let widget = |color: &str| {
             let mut w = Widget::new(
@@ -237,7 +237,7 @@ pub fn drill4() -> String {
 pub fn drill5() -> String {
     rig::paused(async {
         // book: ch09_drill5
-        let cluster = Cluster::new(ServerOptions::default());
+        let cluster = rig::widget_cluster().await;
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         let spec = WidgetSpec {
             replicas: 1,
@@ -345,7 +345,7 @@ pub fn drill7() -> String {
         let (world, heard) = (Arc::new(Resources::default()), Arc::new(Heard::default()));
         let subject = GapSubject::new(design, &world, &heard);
         rig::paused(async {
-            let (cluster, api, w) = deletion::fresh();
+            let (cluster, api, w) = deletion::fresh().await;
             let process = Process::start(&subject, &api);
             let created = api.create(&PostParams::default(), &w).await;
             created.expect("a new widget");

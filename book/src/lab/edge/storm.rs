@@ -8,12 +8,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::{Armed, Config, Design, Downstream, NAMESPACE, OBJECT, Process};
-use crate::lab::rig::{ESSAY, Storm, let_tasks_run};
-use controlloop::{
-    apiserver::{Cluster, ServerOptions},
-    controller::Release,
-    resources::{Widget, WidgetSpec},
-};
+use crate::lab::rig::{self, ESSAY, Storm, let_tasks_run};
+use crate::lab::rig::{Widget, WidgetSpec};
+use controlloop::{apiserver::Cluster, controller::Release};
 
 /// One storm's setup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,7 +134,7 @@ pub async fn run_async(params: &Params) -> Report {
     // book: ch07_storm
     let Storm { writes, gap, cost } = params.storm;
     assert!(writes >= 1, "a storm needs at least one write");
-    let cluster = Cluster::new(ServerOptions::default());
+    let cluster = rig::widget_cluster().await;
     let client = cluster.in_process_client();
     let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
     let widget = Widget::new(

@@ -44,6 +44,7 @@ use super::{
     storm::{DROPPED, NAMESPACE, OUTAGE, STATUS_WRITES, converged, last_reconcile, widget},
     types::{Fault, Outcome, Setup, Wrong},
 };
+use crate::lab::rig::{Widget, WidgetStatus};
 use crate::lab::{
     designs::trigger::{Backlog, Design, Downstream, Running, start_level},
     rig::let_tasks_run,
@@ -54,7 +55,6 @@ use controlloop::{
         WatchEvent, WatchOptions, WatchStream,
     },
     fake::{FakeClientset, FakeListerWatcher},
-    resources::{Widget, WidgetStatus},
 };
 
 /// How often the wait for quiet looks.

@@ -10,14 +10,14 @@ use super::{
     hooks::{Hooks, quiet_injected_panics},
     types::{Fault, Outcome, Setup, Wrong},
 };
+use crate::lab::rig::{self, Widget, WidgetSpec};
 use crate::lab::{
     designs::trigger::{Armed, Backlog, Design, Downstream},
     rig::{Process, within},
 };
 use controlloop::{
-    apiserver::{Cluster, Failure, RequestRecord, ServerOptions},
+    apiserver::{Cluster, Failure, RequestRecord},
     controller::QueueKind,
-    resources::{Widget, WidgetSpec},
 };
 
 pub use crate::lab::rig::NAMESPACE;
@@ -362,7 +362,7 @@ pub fn is_list(r: &RequestRecord) -> bool {
 pub async fn run_async(design: Design, fault: Fault, setup: Setup) -> Outcome {
     quiet_injected_panics();
     // book: ch12_run
-    let cluster = Cluster::new(ServerOptions::default());
+    let cluster = rig::widget_cluster().await;
     let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
     let names: Vec<String> = (0..setup.objects).map(|i| format!("w-{i}")).collect();
     for name in &names {

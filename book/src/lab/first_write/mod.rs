@@ -55,6 +55,7 @@ use crate::lab::designs::status_record::{
     start_record,
 };
 use crate::lab::rig::{self, Informer, NAMESPACE, Running, object, value_of, within};
+use crate::lab::rig::{Widget, WidgetSpec};
 use controlloop::{
     apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},
@@ -62,7 +63,6 @@ use controlloop::{
         Context, Controller, EnqueueRequestForObject, Event, EventHandler, ReconcileError,
         ReconcileResult, Request,
     },
-    resources::{Widget, WidgetSpec},
     retry::{Backoff, DEFAULT_BACKOFF, DEFAULT_RETRY, is_conflict, retry_on_conflict_seeded},
 };
 
@@ -646,7 +646,7 @@ pub struct StaleRun {
 
 /// Runs `remedy`'s controller through the switch-on and its follow-ups with a watch `delay`.
 pub async fn stale_cache_async(remedy: Remedy, follow: FollowUps, delay: Duration) -> StaleRun {
-    let cluster = Cluster::new(ServerOptions::default());
+    let cluster = rig::widget_cluster().await;
     let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
     let mut w = Widget::new(
         OBJECT,
@@ -788,10 +788,8 @@ pub fn ch17_stale_cache() {
 /// What the embedded server answers a server-side apply of a `Widget`.
 pub fn apply_refused() -> Answer {
     rig::paused(async {
-        let api: Api<Widget> = Api::namespaced(
-            Cluster::new(ServerOptions::default()).in_process_client(),
-            NAMESPACE,
-        );
+        let api: Api<Widget> =
+            Api::namespaced(rig::widget_cluster().await.in_process_client(), NAMESPACE);
         let w = Widget::new(
             OBJECT,
             WidgetSpec {

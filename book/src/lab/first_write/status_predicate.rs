@@ -29,15 +29,14 @@ use tokio::time::Instant;
 
 use crate::lab::designs::status_record::OBJECT;
 use crate::lab::rig::{self, NAMESPACE, Running, within};
+use crate::lab::rig::{Widget, WidgetSpec};
 use controlloop::{
-    apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},
     controller::{
         Context, Controller, EnqueueRequestForObject, Event, EventHandler, ReconcileError,
         ReconcileResult, Request,
         predicate::{BoxPredicate, Funcs, GenerationChanged, Or},
     },
-    resources::{Widget, WidgetSpec},
 };
 
 /// The replicas the widget asks for: it is Ready when this many are.
@@ -223,7 +222,7 @@ pub struct ReadyRun {
 /// `status.readyReplicas` 1, 2, 3 a second apart and a monitor writes `status.message` every
 /// minute.
 pub async fn ready_run_async(filter: Filter) -> ReadyRun {
-    let cluster = Cluster::new(ServerOptions::default());
+    let cluster = rig::widget_cluster().await;
     let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
     let spec = WidgetSpec {
         replicas: REPLICAS,

@@ -27,12 +27,12 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::{Log, Runtime};
+use crate::lab::rig::{Widget, WidgetSpec};
 use crate::lab::{resync::Setup, rig};
 use controlloop::{
-    apiserver::{Cluster, ServerOptions},
+    apiserver::Cluster,
     cache::{InformerOptions, SharedIndexInformer},
     controller::{Context, Controller, ReconcileResult, Request, predicate::GenerationChanged},
-    resources::{Widget, WidgetSpec},
 };
 
 /// One virtual hour.
@@ -109,8 +109,8 @@ pub fn color(w: &Widget) -> String {
 pub fn kube_runtime(remedy: Remedy) -> Drift {
     rig::paused(async move {
         // book: ch11_drift_kube
+        let cluster = rig::widget_cluster().await;
         let t0 = Instant::now();
-        let cluster = Cluster::new(ServerOptions::default());
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         widget(&api).await;
         let reads: Arc<Mutex<Vec<(f64, String)>>> = Arc::default();
@@ -260,7 +260,7 @@ impl StatusStorm {
 pub fn status_storm(n: usize) -> StatusStorm {
     rig::paused(async move {
         // book: ch11_status_storm
-        let cluster = Cluster::new(ServerOptions::default());
+        let cluster = rig::widget_cluster().await;
         let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
         let spec = WidgetSpec {
             replicas: 1,

@@ -19,8 +19,9 @@
 //!
 //! The lost events stand for what a real cluster can do to a client: an event dropped by a bug
 //! on either side, or the window of a watch that broke and was resumed. A real server sends
-//! every event; the embedded one can withhold some ([`Cluster::drop_next_events`]), which is
-//! the only way to make the loss happen on cue.
+//! every event; the embedded one can withhold some
+//! ([`Cluster::drop_next_events`](controlloop::apiserver::Cluster::drop_next_events)), which
+//! is the only way to make the loss happen on cue.
 //!
 //! The body of every `pub fn ch04_…` here is a block of `chapters/04-resync.md`, and so is
 //! every function such a block defines: each is a region marked `// book: NAME`, which
@@ -36,7 +37,8 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::kit::snap;
 use crate::lab::rig;
-use controlloop::apiserver::{Cluster, Failure, ServerOptions};
+use crate::lab::rig::Widget;
+use controlloop::apiserver::Failure;
 use controlloop::cache::{
     HandlerFuncs, InformerOptions, SharedIndexInformer,
     broken::{self, Variant},
@@ -46,7 +48,6 @@ use controlloop::controller::{
     predicate::{GenerationChanged, Predicate},
 };
 use controlloop::features::FeatureGates;
-use controlloop::resources::Widget;
 
 mod parts;
 
@@ -57,9 +58,9 @@ pub use parts::*;
 // book: ch04_fn_timeline
 /// The whole run: the timeline above, with what `setup` varies.
 pub async fn timeline(setup: Setup) -> Report {
+    let cluster = rig::widget_cluster().await;
     let t0 = Instant::now();
     let at = move |h: f64| t0 + HOUR.mul_f64(h); // the instant of virtual hour h
-    let cluster = Cluster::new(ServerOptions::default());
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
     create_at_generation_7(&widgets, "w", "red").await;
 
@@ -213,8 +214,8 @@ pub fn ch04_no_predicate() {
 /// does, with no predicate on that watch. Returns when w was reconciled, and the resync
 /// period the cache gave the ConfigMap informer.
 pub async fn owned_timeline(seed: u64) -> (Vec<Duration>, Duration) {
+    let cluster = rig::widget_cluster().await;
     let t0 = Instant::now();
-    let cluster = Cluster::new(ServerOptions::default());
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
     let configmaps: Api<ConfigMap> = Api::namespaced(cluster.in_process_client(), "default");
     let w = create_at_generation_7(&widgets, "w", "red").await;
@@ -369,9 +370,9 @@ pub fn ch04_remedy() {
 /// Two handlers on one informer, one due for resync every 10 hours and one that asked for
 /// none; a change at 0.5 h and a relist at 15 h. Returns the updates each handler received.
 pub async fn sync_rule_timeline() -> [Vec<String>; 2] {
+    let cluster = rig::widget_cluster().await;
     let t0 = Instant::now();
     let at = move |h: f64| t0 + HOUR.mul_f64(h);
-    let cluster = Cluster::new(ServerOptions::default());
     let widgets: Api<Widget> = Api::namespaced(cluster.in_process_client(), "default");
     create_at_generation_7(&widgets, "w", "red").await;
     let options = InformerOptions::new(10 * HOUR);

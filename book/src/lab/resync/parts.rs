@@ -18,13 +18,13 @@ use tokio::{
 };
 
 use crate::lab::rig;
+use crate::lab::rig::{Widget, WidgetSpec};
 use controlloop::apiserver::{Cluster, RequestRecord};
 use controlloop::cache::{ListerWatcher, SharedIndexInformer, broken::Variant};
 use controlloop::controller::{
     Event, Release, Request, SyncPeriod,
     predicate::{GenerationChanged, Predicate},
 };
-use controlloop::resources::{Widget, WidgetSpec};
 
 pub use crate::lab::rig::{HOUR, Running};
 

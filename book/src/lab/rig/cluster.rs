@@ -13,9 +13,10 @@ use controlloop::{
     apiserver::{ApiServer, Cluster, ServerOptions},
     cache::SharedIndexInformer,
     controller::predicate::Predicate,
-    resources::{Widget, WidgetSpec},
     testing,
 };
+
+use super::widget::{Widget, WidgetSpec, install_widgets};
 
 // The namespace the experiment writes in, the object's counter, a ConfigMap carrying one, and
 // the write that sets it: the library's.
@@ -24,10 +25,23 @@ pub use controlloop::testing::{NAMESPACE, object, set_value, value_of};
 /// The name of the object the experiment writes.
 pub const OBJECT: &str = "controlloop-burst";
 
-/// A fresh embedded server, its widgets' API in [`NAMESPACE`], and a widget `name` (one
-/// replica) to create on it.
-pub fn fresh_widget(name: &str) -> (Cluster, Api<Widget>, Widget) {
+/// A fresh embedded server, in-process, that serves the book's custom resources: their
+/// CustomResourceDefinitions POSTed and established ([`install_widgets`]), as a user installs
+/// them on a cluster. Its request log is cleared, so that it holds the experiment's requests
+/// only.
+pub async fn widget_cluster() -> Cluster {
     let cluster = Cluster::new(ServerOptions::default());
+    install_widgets(&cluster.in_process_client())
+        .await
+        .expect("the book's CRDs install on a fresh embedded server");
+    cluster.clear_requests();
+    cluster
+}
+
+/// A fresh embedded server ([`widget_cluster`]), its widgets' API in [`NAMESPACE`], and a
+/// widget `name` (one replica) to create on it.
+pub async fn fresh_widget(name: &str) -> (Cluster, Api<Widget>, Widget) {
+    let cluster = widget_cluster().await;
     let api: Api<Widget> = Api::namespaced(cluster.in_process_client(), NAMESPACE);
     let spec = WidgetSpec {
         replicas: 1,

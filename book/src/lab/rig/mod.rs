@@ -19,6 +19,9 @@
 //!   on it): the subject is one ConfigMap whose `data.value` is a counter, and ConfigMaps exist
 //!   on every cluster, so the same experiment runs against the embedded server and against a
 //!   real cluster through a kubeconfig, unchanged;
+//! - the book's custom resource, [`Widget`] (and [`PlainWidget`], without the status
+//!   subresource), whose CustomResourceDefinitions [`widget::install_widgets`] POSTs to a
+//!   cluster as a user does, and [`widget_cluster`], an embedded server that serves it;
 //! - the storm and its report: the essay's storm is defined here once ([`ESSAY`]: 200 writes,
 //!   1 ms apart, 20 ms per reconcile), [`write_burst`] writes one and reports a [`Burst`], a
 //!   [`Recorder`] records what the reconciles observed, and [`Named`] is the predicate that
@@ -37,6 +40,7 @@ pub mod real;
 pub mod relay;
 mod running;
 mod storm;
+pub mod widget;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -44,11 +48,12 @@ use tokio::time::Instant;
 
 pub use cluster::{
     ASIDE, Backend, Fixture, Informer, NAMESPACE, Named, OBJECT, Target, ensure_namespace,
-    fresh_widget, object, set_value, value_of,
+    fresh_widget, object, set_value, value_of, widget_cluster,
 };
 pub use process::{Process, Subject};
 pub use running::Running;
 pub use storm::{Burst, ESSAY, Observation, Recorder, Storm, burn, write_burst};
+pub use widget::{PlainWidget, Widget, WidgetSpec, WidgetStatus};
 
 /// One virtual hour.
 pub const HOUR: Duration = Duration::from_secs(3600);

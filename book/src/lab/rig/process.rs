@@ -23,11 +23,9 @@ use std::{sync::Arc, time::Duration};
 use kube::api::Api;
 use tokio::task::JoinHandle;
 
+use super::widget::Widget;
 use super::{Informer, within};
-use controlloop::{
-    cache::{InformerOptions, SharedIndexInformer},
-    resources::Widget,
-};
+use controlloop::cache::{InformerOptions, SharedIndexInformer};
 
 /// A controller design, as a [`Process`] runs it.
 pub trait Subject {

@@ -58,11 +58,11 @@ use tokio_util::sync::CancellationToken;
 use crate::lab::designs::status_record::{
     Actions, RecordCounts, Wired, set_annotation, start_record,
 };
+use crate::lab::rig::Widget;
 use crate::lab::rig::{NAMESPACE, Process, within};
 use controlloop::{
     apiserver::Cluster,
     leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock},
-    resources::Widget,
 };
 
 /// The Lease both replicas hold.
@@ -258,7 +258,7 @@ impl World {
     /// A fresh cluster holding the widget, switched off.
     pub async fn new() -> World {
         let (cluster, api, mut w) =
-            crate::lab::rig::fresh_widget(crate::lab::designs::status_record::OBJECT);
+            crate::lab::rig::fresh_widget(crate::lab::designs::status_record::OBJECT).await;
         w.metadata.annotations = Some(
             [(
                 crate::lab::designs::status_record::ENABLED.to_owned(),

@@ -27,11 +27,10 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use super::{ENABLED, NAMESPACE, WORK};
+use crate::lab::rig::{self, PlainWidget, Widget, WidgetSpec};
 use controlloop::{
-    apiserver::{Cluster, ServerOptions},
     cache::{InformerOptions, SharedIndexInformer},
     controller::{Context, Controller, ReconcileError, ReconcileResult, Request},
-    resources::{PlainWidget, Widget, WidgetSpec},
 };
 
 /// A finalizer that holds a deleted object, so that its marking can be read back.
@@ -147,7 +146,7 @@ pub struct Rules {
 /// Runs [`generation_steps`] for both kinds on one embedded server.
 pub fn rules() -> Rules {
     crate::lab::rig::paused(async {
-        let client = Cluster::new(ServerOptions::default()).in_process_client();
+        let client = rig::widget_cluster().await.in_process_client();
         let (widgets, plain) = (
             Api::namespaced(client.clone(), NAMESPACE),
             Api::namespaced(client, NAMESPACE),
@@ -276,9 +275,12 @@ pub async fn observe_generation<K: Observed>(client: kube::Client) -> Loop {
 /// [`observe_generation`] on a [`Widget`] and on a [`PlainWidget`], each on its own server.
 pub fn loops() -> [Loop; 2] {
     crate::lab::rig::paused(async {
-        let client = || Cluster::new(ServerOptions::default()).in_process_client();
-        let with = observe_generation::<Widget>(client()).await;
-        [with, observe_generation::<PlainWidget>(client()).await]
+        let client = || async { rig::widget_cluster().await.in_process_client() };
+        let with = observe_generation::<Widget>(client().await).await;
+        [
+            with,
+            observe_generation::<PlainWidget>(client().await).await,
+        ]
     })
 }
 

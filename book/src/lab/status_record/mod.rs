@@ -43,11 +43,7 @@ pub use crate::lab::designs::status_record::{
     Actions, Design, ENABLED, NAMESPACE, OBJECT, RecordCounts, Start, SwitchedOn, WORK, Wired,
     enabled, record_reconcile, recorded, set_annotation, start_event, start_memory, start_record,
 };
-use crate::lab::rig::Process;
-use controlloop::{
-    apiserver::{Cluster, ServerOptions},
-    resources::{Widget, WidgetSpec},
-};
+use crate::lab::rig::{self, Process, Widget, WidgetSpec};
 
 /// One thing that happens to the widget or its controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,7 +130,7 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// Runs `design` (built by `start`) through the [`timeline`]; chapter 08 shows this body.
 async fn run_async(design: Design, start: Start) -> Run {
     // book: ch08_timeline
-    let cluster = Cluster::new(ServerOptions::default());
+    let cluster = rig::widget_cluster().await;
     let client = cluster.in_process_client();
     let api: Api<Widget> = Api::namespaced(client.clone(), NAMESPACE);
     let mut w = Widget::new(

@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use super::{Change, Command, Design, Downstream, Payload, Unavailable};
+use crate::lab::rig::Widget;
 use crate::lab::rig::{Informer, Process, Subject};
 use controlloop::{
     cache::{DeletedObject, ListerWatcher, ResourceEventHandler, SharedIndexInformer},
@@ -33,7 +34,6 @@ use controlloop::{
         Context, Controller, Event, QueueKind, ReconcileError, ReconcileResult, Release, Request,
         RequestQueue, predicate::Predicate,
     },
-    resources::Widget,
     workqueue::{
         DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, ItemExponentialFailureRateLimiter, MaxOfRateLimiter,
         RateLimitingQueue, default_controller_rate_limiter,

@@ -205,31 +205,15 @@ pub static KNOWN: &[Difference] = &[
         fix: "answer 422 with upstream's message and empty details",
     },
     Difference {
-        what: "a schema error names the body, not the field",
-        scenarios: &["widget_patches", "validation"],
-        steps: &["merge patch of the wrong type", "widget without replicas"],
-        paths: &["**/details/causes/*/field"],
-        server: None,
-        embedded: "cause field \"body\" (serde's message)",
-        real: "cause field \"spec.replicas\" (the structural schema's path)",
-        reason: "the embedded server checks a custom resource by decoding it into its Rust type, \
-                 which knows no field paths",
-        fix: "validate against the CRD's schema and name the failing field",
-    },
-    Difference {
         what: "cause reasons",
-        scenarios: &["widget_patches", "validation"],
-        steps: &[
-            "merge patch of the wrong type",
-            "missing name",
-            "widget without replicas",
-        ],
+        scenarios: &["validation"],
+        steps: &["missing name"],
         paths: &["**/details/causes/*/reason"],
         server: None,
-        embedded: "FieldValueInvalid for every cause",
-        real: "FieldValueTypeInvalid (a type error), FieldValueRequired (a missing name or \
-               field)",
-        reason: "the embedded server has one cause type",
+        embedded: "FieldValueInvalid for a missing name (a built-in kind's metadata check)",
+        real: "FieldValueRequired",
+        reason: "the embedded server's metadata validation has one cause type (a custom \
+                 resource's schema gives upstream's: FieldValueTypeInvalid, FieldValueRequired)",
         fix: "use upstream's field.ErrorType for each check",
     },
     Difference {

@@ -1,5 +1,7 @@
-//! What the real server needs before a scenario: a namespace, and the book's two CRDs
-//! (`Widget` with the status subresource, `PlainWidget` without), established.
+//! What a server needs before a scenario: a namespace, and the book's two CRDs (`Widget` with
+//! the status subresource, `PlainWidget` without), established: applied on a real server
+//! ([`install_crds`]), POSTed to the embedded one, which refuses server-side apply
+//! (`rig::widget::install_widgets`).
 
 use std::time::Duration;
 
@@ -8,12 +10,12 @@ use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
-    Api, CustomResourceExt,
+    Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 
 use super::error::ConformanceError;
-use controlloop::resources::Widget;
+use crate::lab::rig::widget;
 
 fn failed(step: &str, source: kube::Error) -> ConformanceError {
     ConformanceError::Send {
@@ -23,27 +25,12 @@ fn failed(step: &str, source: kube::Error) -> ConformanceError {
     }
 }
 
-/// The CRD of `PlainWidget`: `Widget`'s, renamed, without subresources.
-pub fn plain_widget_crd() -> CustomResourceDefinition {
-    let mut crd = Widget::crd();
-    crd.metadata.name = Some("plainwidgets.lab.controlloop.dev".into());
-    let names = &mut crd.spec.names;
-    names.kind = "PlainWidget".into();
-    names.plural = "plainwidgets".into();
-    names.singular = Some("plainwidget".into());
-    names.short_names = None;
-    for v in &mut crd.spec.versions {
-        v.subresources = None;
-    }
-    crd
-}
-
 /// Applies both CRDs (server-side apply, so a second run changes nothing) and waits until
 /// both are established and served.
 pub async fn install_crds(client: &kube::Client) -> Result<(), ConformanceError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("controlloop-conformance").force();
-    for crd in [Widget::crd(), plain_widget_crd()] {
+    for crd in widget::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &params, &Patch::Apply(&crd))
             .await

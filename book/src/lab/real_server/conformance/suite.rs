@@ -12,8 +12,8 @@ use super::{
     transcript::Transcript,
 };
 
-/// Which server a run is on, for its setup: the real one needs the book's CRDs installed; the
-/// embedded one serves the book's kinds without them. Both get each scenario's namespace.
+/// Which server a run is on, for its setup: both get the book's CRDs (applied on the real one,
+/// POSTed to the embedded one, which refuses server-side apply) and each scenario's namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
     /// The embedded API server.
@@ -30,8 +30,15 @@ pub async fn run(
     nonce: &str,
     scenarios: &[Scenario],
 ) -> Result<Vec<(&'static str, Transcript)>, ConformanceError> {
-    if server == Server::Real {
-        setup::install_crds(client).await?;
+    match server {
+        Server::Real => setup::install_crds(client).await?,
+        Server::Embedded => crate::lab::rig::widget::install_widgets(client)
+            .await
+            .map_err(|e| ConformanceError::Send {
+                scenario: "setup".into(),
+                step: "install the CRDs".into(),
+                source: e,
+            })?,
     }
     let mut out = Vec::new();
     for scenario in scenarios {
