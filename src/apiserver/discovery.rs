@@ -21,14 +21,18 @@ fn served(reg: &Registry) -> impl Iterator<Item = &Kind> {
 fn resources(reg: &Registry, group: &str, version: &str) -> Vec<Value> {
     let mut out = Vec::new();
     for k in served(reg).filter(|k| k.group == group && k.version == version) {
-        out.push(json!({
-            "name": k.plural,
-            "singularName": k.singular,
-            "namespaced": k.namespaced,
-            "kind": k.kind,
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-            "shortNames": k.short_names,
-        }));
+        if k.crd.is_some() {
+            out.push(custom_resource(k));
+        } else {
+            out.push(json!({
+                "name": k.plural,
+                "singularName": k.singular,
+                "namespaced": k.namespaced,
+                "kind": k.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                "shortNames": k.short_names,
+            }));
+        }
         if k.status_subresource {
             out.push(json!({
                 "name": format!("{}/status", k.plural),
@@ -51,6 +55,32 @@ fn resources(reg: &Registry, group: &str, version: &str) -> Vec<Value> {
         }
     }
     out
+}
+
+/// A custom resource as the CRD handler lists it (apiextensions-apiserver v0.37.2
+/// `pkg/apiserver/customresource_discovery_controller.go`): its verbs in that handler's order,
+/// `deletecollection` among them, the storage version's hash (`discovery.StorageVersionHash`:
+/// the first 8 bytes of the SHA-256 of `group/version/kind`, base64), no empty `shortNames`.
+fn custom_resource(k: &Kind) -> Value {
+    use base64::Engine;
+    use sha2::Digest;
+    let stored = k
+        .stored_as
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", k.group, k.version));
+    let hash = sha2::Sha256::digest(format!("{stored}/{}", k.kind).as_bytes());
+    let mut r = json!({
+        "name": k.plural,
+        "singularName": k.singular,
+        "namespaced": k.namespaced,
+        "kind": k.kind,
+        "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+        "storageVersionHash": base64::engine::general_purpose::STANDARD.encode(&hash[..8]),
+    });
+    if !k.short_names.is_empty() {
+        r["shortNames"] = json!(k.short_names);
+    }
+    r
 }
 
 /// Each API group with its versions, in the order they were registered.
